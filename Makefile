@@ -1,0 +1,33 @@
+# Two commands do all set-up on a fresh machine (Python 3.11 and Java 17 present):
+#   make test   creates .venv, installs tablesvc with its test extras, runs the tests
+#   make demo   same set-up, then runs the demo on a generated/embedded sample
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: test demo bench check-java clean
+
+$(STAMP): setup.py
+	@$(MAKE) --no-print-directory check-java
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+
+check-java:
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "tablesvc needs Java 17 or newer on PATH (found: $${v:-none})"; exit 1; fi
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(PY) -m tablesvc.demo
+
+bench: $(STAMP)
+	$(PY) -m pytest -m benchmark tests/benchmarks $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,14 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="tablesvc",
+    version="0.1.0",
+    description="Hudi-compatible table services (compaction, log compaction, cleaning, rollback) for MOR tables, "
+                "in Python on Spark",
+    python_requires=">=3.11",
+    packages=find_packages(include=["tablesvc", "tablesvc.*", "timeline", "timeline.*", "spark_conf"]),
+    package_data={"timeline.payloads": ["schemas/*.avsc"], "spark_conf": ["*.yaml"]},
+    install_requires=["pyspark>=3.5", "pyarrow>=14", "fastavro>=1.9", "pyyaml>=6"],
+    extras_require={"test": ["pytest>=7", "hudi==0.5.0"]},
+    entry_points={"console_scripts": ["tablesvc=tablesvc.cli.main:entry_point"]},
+)

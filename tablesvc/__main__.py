@@ -1,0 +1,3 @@
+from tablesvc.cli.main import entry_point
+
+entry_point()

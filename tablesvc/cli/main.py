@@ -1,0 +1,67 @@
+"""The ``tablesvc`` command line: argparse subcommands sharing one set of conventions.
+
+Every command accepts ``--conf key=value`` (repeatable, Hudi key names),
+``--config FILE.yaml`` and ``--debug``.  Errors print one line on stderr naming the
+path, key or instant; ``--debug`` prints the traceback too.  Exit codes: 0 done or
+nothing to do, 1 runtime failure, 2 invalid usage or input, 3 conflict (retry later).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from typing import Sequence
+
+from tablesvc import __version__
+from tablesvc.cli import cmd_fsview, cmd_init, cmd_timeline
+from tablesvc.config import load_config
+from tablesvc.errors import TablesvcError
+from tablesvc.storage import LocalStorage
+
+COMMANDS = (cmd_init, cmd_timeline, cmd_fsview)
+
+
+def common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="configuration value with a Hudi key name (repeatable)")
+    common.add_argument("--config", metavar="FILE.yaml", help="YAML file of configuration values")
+    common.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tablesvc", description="Hudi-compatible table services for MOR tables.")
+    parser.add_argument("--version", action="version", version=f"tablesvc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    common = common_options()
+    for command in COMMANDS:
+        command.add_parser(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.service_config = load_config(LocalStorage(), conf_pairs=args.conf, config_file=args.config)
+        return int(args.run(args) or 0)
+    except TablesvcError as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"tablesvc: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("tablesvc: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # an unexpected failure: still one line unless --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"tablesvc: error: {type(e).__name__}: {e} (rerun with --debug for details)", file=sys.stderr)
+        return 1
+
+
+def entry_point() -> None:
+    sys.exit(main())

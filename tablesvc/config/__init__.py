@@ -1,0 +1,7 @@
+"""Configuration: the typed key registry and the layered loader."""
+
+from tablesvc.config.loader import ServiceConfig, build_config, load_config, parse_conf_pairs
+from tablesvc.config.registry import REGISTRY, CleanerPolicy, ConfigKey
+
+__all__ = ["REGISTRY", "CleanerPolicy", "ConfigKey", "ServiceConfig", "build_config", "load_config",
+           "parse_conf_pairs"]

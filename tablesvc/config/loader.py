@@ -1,0 +1,109 @@
+"""Where configuration values come from, in increasing precedence:
+
+1. built-in defaults (``tablesvc.config.registry``),
+2. the table's own ``<table>/.hoodie/tablesvc.yaml``, if present,
+3. a YAML file given with ``--config``,
+4. ``--conf key=value`` pairs (repeatable).
+
+YAML files are flat mappings of Hudi keys to scalars, loaded with ``safe_load``.
+``ServiceConfig.source(key)`` tells where a value came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from tablesvc.config.registry import REGISTRY
+from tablesvc.errors import ConfigError
+from timeline.storage import Storage, join
+
+TABLE_CONFIG_FILE = ".hoodie/tablesvc.yaml"
+
+
+def parse_conf_pairs(pairs: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--conf {pair!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_yaml(text: str, where: str) -> dict[str, str]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{where}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of configuration keys to values")
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, (dict, list)):
+            raise ConfigError(f"{where}: {k}: expected a single value")
+        out[str(k)] = "" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
+    return out
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    values: Mapping[str, Any]
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def get(self, key: str) -> Any:
+        if key in self.values:
+            return self.values[key]
+        raise ConfigError(f"{key}: not a known configuration key")
+
+    def source(self, key: str) -> str:
+        return self.sources.get(key, "default")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None = None,
+                 yaml_where: str = "--config", table_yaml: str | None = None,
+                 table_yaml_where: str = TABLE_CONFIG_FILE) -> ServiceConfig:
+    layers: list[tuple[str, Mapping[str, str]]] = []
+    if table_yaml is not None:
+        layers.append((table_yaml_where, load_yaml(table_yaml, table_yaml_where)))
+    if yaml_text is not None:
+        layers.append((yaml_where, load_yaml(yaml_text, yaml_where)))
+    if conf:
+        layers.append(("--conf", conf))
+    values: dict[str, Any] = {k.key: k.default for k in REGISTRY.values()}
+    sources: dict[str, str] = {}
+    for where, layer in layers:
+        for key, raw in layer.items():
+            spec = REGISTRY.get(key)
+            values[key] = spec.value(raw) if spec else raw
+            sources[key] = where
+    return ServiceConfig(MappingProxyType(values), MappingProxyType(sources))
+
+
+def load_config(storage: Storage, *, conf_pairs: Iterable[str] = (), config_file: str | None = None,
+                table_path: str | None = None) -> ServiceConfig:
+    """Config for a command: table YAML (if any) < ``--config`` file < ``--conf`` pairs."""
+    conf = parse_conf_pairs(conf_pairs)
+    yaml_text = None
+    if config_file:
+        try:
+            with open(config_file, encoding="utf-8") as f:
+                yaml_text = f.read()
+        except OSError as e:
+            raise ConfigError(f"--config {config_file}: cannot read ({e.strerror})") from None
+    table_yaml = None
+    if table_path:
+        try:
+            table_yaml = storage.read_bytes(join(table_path, TABLE_CONFIG_FILE)).decode("utf-8")
+        except FileNotFoundError:
+            table_yaml = None
+    return build_config(conf=conf, yaml_text=yaml_text, yaml_where=config_file or "--config",
+                        table_yaml=table_yaml, table_yaml_where=join(table_path or "", TABLE_CONFIG_FILE))

@@ -1,0 +1,109 @@
+"""One typed registry of configuration keys, with Hudi's own key names.
+
+Each key knows its type, default and documentation; values are parsed once and
+a malformed value is a ``ConfigError`` naming the key.  Keys tablesvc does not
+know are kept as strings (users bring whole Hudi property files) but never
+interpreted.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tablesvc.errors import ConfigError
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    v = str(raw).strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+
+
+def _parse_number(kind: type, minimum: float | None = None) -> Callable[[str, str], Any]:
+    label = "an integer" if kind is int else "a number"
+
+    def parse(key: str, raw: str) -> Any:
+        try:
+            value = kind(str(raw).strip())
+        except ValueError:
+            raise ConfigError(f"{key}: expected {label}, got {raw!r}") from None
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"{key}: must be >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _parse_int(minimum: int | None = None) -> Callable[[str, str], int]:
+    return _parse_number(int, minimum)
+
+
+def _parse_float(minimum: float | None = None) -> Callable[[str, str], float]:
+    return _parse_number(float, minimum)
+
+
+def _parse_choice(*choices: str) -> Callable[[str, str], str]:
+    def parse(key: str, raw: str) -> str:
+        v = str(raw).strip().upper()
+        if v not in choices:
+            raise ConfigError(f"{key}: expected one of {', '.join(choices)}, got {raw!r}")
+        return v
+    return parse
+
+
+class CleanerPolicy(enum.Enum):
+    KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+    KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+    KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    key: str
+    default: Any
+    parse: Callable[[str, str], Any]
+    doc: str
+
+    def value(self, raw: Any) -> Any:
+        return self.parse(self.key, raw)
+
+
+_KEYS = [
+    # compaction
+    ConfigKey("hoodie.compact.inline", False, _parse_bool, "Run compaction after each write when due."),
+    ConfigKey("hoodie.compact.schedule.inline", False, _parse_bool,
+              "Schedule compaction after each write when due; execute it elsewhere."),
+    ConfigKey("hoodie.compact.inline.trigger.strategy", "NUM_COMMITS",
+              _parse_choice("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME",
+                            "NUM_OR_TIME"), "When compaction is due."),
+    ConfigKey("hoodie.compact.inline.max.delta.commits", 5, _parse_int(1),
+              "Delta commits since the last compaction that make one due."),
+    ConfigKey("hoodie.compact.inline.max.delta.seconds", 3600, _parse_int(0),
+              "Seconds since the last compaction that make one due."),
+    # log compaction
+    ConfigKey("hoodie.log.compaction.inline", False, _parse_bool, "Run log compaction after each write when due."),
+    ConfigKey("hoodie.log.compaction.blocks.threshold", 5, _parse_int(2),
+              "Log blocks in a file slice that make log compaction due."),
+    # cleaning
+    ConfigKey("hoodie.clean.automatic", True, _parse_bool, "Clean after each write when due."),
+    ConfigKey("hoodie.cleaner.policy", CleanerPolicy.KEEP_LATEST_COMMITS.value,
+              _parse_choice(*(p.value for p in CleanerPolicy)), "Which file slices cleaning keeps."),
+    ConfigKey("hoodie.cleaner.commits.retained", 10, _parse_int(1), "KEEP_LATEST_COMMITS: commits kept."),
+    ConfigKey("hoodie.cleaner.fileversions.retained", 3, _parse_int(1),
+              "KEEP_LATEST_FILE_VERSIONS: slices kept per file group."),
+    ConfigKey("hoodie.cleaner.hours.retained", 24, _parse_float(0), "KEEP_LATEST_BY_HOURS: hours kept."),
+    ConfigKey("hoodie.cleaner.incremental.mode", True, _parse_bool, "Plan cleaning from the last clean on."),
+    # failed writes, heartbeats, locks
+    ConfigKey("hoodie.cleaner.policy.failed.writes", "EAGER", _parse_choice("EAGER", "LAZY", "NEVER"),
+              "When failed writes are rolled back."),
+    ConfigKey("hoodie.client.heartbeat.interval_in_ms", 60_000, _parse_int(1), "Writer heartbeat period."),
+    ConfigKey("hoodie.client.heartbeat.tolerable.misses", 2, _parse_int(0),
+              "Missed heartbeats before a writer counts as dead."),
+    ConfigKey("hoodie.write.lock.wait_time_ms", 30_000, _parse_int(0), "How long to wait for the table lock."),
+]
+
+REGISTRY: dict[str, ConfigKey] = {k.key: k for k in _KEYS}

@@ -1,0 +1,1 @@
+"""``make demo``: the main job on an embedded default, no arguments needed."""

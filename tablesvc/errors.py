@@ -1,0 +1,55 @@
+"""tablesvc's errors: the shared hierarchy from ``timeline.errors`` plus the upper floor's own.
+
+Exit codes (CLI): 0 done or nothing to do, 1 runtime failure (``TablesvcError``),
+2 invalid usage or input (``InvalidInputError``), 3 conflict, retry later (``ConflictError``).
+"""
+
+from __future__ import annotations
+
+from timeline.errors import (
+    ConflictError,
+    IllegalTransitionError,
+    InstantExistsError,
+    InvalidInputError,
+    InvalidInstantError,
+    LockHeldError,
+    PayloadError,
+    TablesvcError,
+    TimelineError,
+    UnknownInstantError,
+)
+
+__all__ = [
+    "ConfigError", "ConflictError", "CorruptLogBlockError", "FileNameError", "IllegalTransitionError",
+    "InstantExistsError", "InvalidInputError", "InvalidInstantError", "LockHeldError", "LogFormatError",
+    "NotATableError", "PayloadError", "TableConfigError", "TablesvcError", "TimelineError",
+    "UnknownInstantError", "UnsupportedTableError",
+]
+
+
+class ConfigError(InvalidInputError):
+    """A configuration key with a malformed or contradictory value; the message names the key."""
+
+
+class NotATableError(InvalidInputError):
+    """A path that is missing or holds no ``.hoodie/hoodie.properties``."""
+
+
+class TableConfigError(InvalidInputError):
+    """``hoodie.properties`` that is damaged or inconsistent."""
+
+
+class UnsupportedTableError(InvalidInputError):
+    """A table this build cannot service (version, type, metadata table, …)."""
+
+
+class FileNameError(InvalidInputError):
+    """A base or log file name that does not follow Hudi's naming."""
+
+
+class LogFormatError(TablesvcError):
+    """A log file that cannot be read or written as Hudi log blocks."""
+
+
+class CorruptLogBlockError(LogFormatError):
+    """A log block whose framing is broken; the message names the file and byte offset."""

@@ -1,0 +1,106 @@
+"""Base and log file names: parse and build, exactly as Hudi spells them.
+
+* base file: ``<fileId>_<writeToken>_<instant>.<ext>``
+* log file:  ``.<fileId>_<instant>.log.<version>_<writeToken>``
+
+The file id never contains ``_`` (readers split on it); write tokens are
+``<task partition>-<stage>-<attempt>``, digits only.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from tablesvc.errors import FileNameError
+
+_FILE_ID = re.compile(r"^[A-Za-z0-9-]+$")
+_TOKEN = re.compile(r"^\d+-\d+-\d+$")
+_INSTANT = re.compile(r"^\d{14}(\d{3})?$")
+_LOG = re.compile(r"^\.(?P<fid>[^_]+)_(?P<instant>[^_]*)\.(?P<ext>log|archive)\.(?P<version>\d+)"
+                  r"(?:_(?P<token>\d+-\d+-\d+))?(?P<cdc>\.cdc)?$")
+
+UNKNOWN_WRITE_TOKEN = "1-0-1"   # Hudi's token for files no task wrote (rollback blocks)
+DEFAULT_WRITE_TOKEN = "0-0-0"
+PARTITION_METAFILE = ".hoodie_partition_metadata"
+
+
+def new_file_id(index: int = 0) -> str:
+    """``<uuid>-<n>``, the shape Hudi gives new file groups."""
+    return f"{uuid.uuid4()}-{index}"
+
+
+def write_token(task_partition: int, stage: int, attempt: int) -> str:
+    return f"{task_partition}-{stage}-{attempt}"
+
+
+@dataclass(frozen=True)
+class BaseFileName:
+    file_id: str
+    write_token: str
+    instant: str
+    extension: str = "parquet"
+
+    def __post_init__(self) -> None:
+        if not _FILE_ID.match(self.file_id):
+            raise FileNameError(f"file id {self.file_id!r} must be letters, digits and '-' (no '_')")
+        if not _INSTANT.match(self.instant):
+            raise FileNameError(f"base file instant {self.instant!r} is not yyyyMMddHHmmss[SSS]")
+        if "_" in self.write_token or not self.write_token:
+            raise FileNameError(f"write token {self.write_token!r} must be non-empty without '_'")
+
+    @classmethod
+    def parse(cls, name: str) -> "BaseFileName":
+        stem, dot, ext = name.rpartition(".")
+        parts = stem.split("_") if dot else []
+        if len(parts) != 3 or name.startswith("."):
+            raise FileNameError(f"{name!r} is not a base file name (<fileId>_<writeToken>_<instant>.<ext>)")
+        try:
+            return cls(parts[0], parts[1], parts[2], ext)
+        except FileNameError as e:
+            raise FileNameError(f"{name!r}: {e}") from None
+
+    @property
+    def name(self) -> str:
+        return f"{self.file_id}_{self.write_token}_{self.instant}.{self.extension}"
+
+
+@dataclass(frozen=True)
+class LogFileName:
+    file_id: str
+    instant: str
+    version: int
+    write_token: str
+    extension: str = "log"
+    cdc: bool = False
+
+    def __post_init__(self) -> None:
+        if not _FILE_ID.match(self.file_id):
+            raise FileNameError(f"file id {self.file_id!r} must be letters, digits and '-' (no '_')")
+        if not _INSTANT.match(self.instant):
+            raise FileNameError(f"log file instant {self.instant!r} is not yyyyMMddHHmmss[SSS]")
+        if self.version < 1:
+            raise FileNameError(f"log version {self.version} must be >= 1")
+        if not _TOKEN.match(self.write_token):
+            raise FileNameError(f"write token {self.write_token!r} must be <digits>-<digits>-<digits>")
+
+    @classmethod
+    def parse(cls, name: str) -> "LogFileName":
+        m = _LOG.match(name)
+        if not m or not m.group("token"):
+            raise FileNameError(f"{name!r} is not a log file name (.<fileId>_<instant>.log.<version>_<token>)")
+        try:
+            return cls(m.group("fid"), m.group("instant"), int(m.group("version")), m.group("token"),
+                       m.group("ext"), bool(m.group("cdc")))
+        except FileNameError as e:
+            raise FileNameError(f"{name!r}: {e}") from None
+
+    @property
+    def name(self) -> str:
+        cdc = ".cdc" if self.cdc else ""
+        return f".{self.file_id}_{self.instant}.{self.extension}.{self.version}_{self.write_token}{cdc}"
+
+
+def looks_like_log_file(name: str) -> bool:
+    return name.startswith(".") and ".log." in name and not name.endswith(".tmp")

@@ -1,0 +1,71 @@
+"""Shared test fixtures: paths to the real Apache Hudi tables in ../shared/fixtures/hudi-rs.
+
+The extracted tables are read-only; zipped ones are extracted once per session into
+a temporary folder.  Tests that change a table call ``copy_table`` first.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(os.environ.get("TABLESVC_FIXTURES", REPO.parent / "shared" / "fixtures" / "hudi-rs"))
+TABLES_DIR = FIXTURES / "tables"
+ZIPS_DIR = FIXTURES / "zips"
+LOG_FILES_DIR = FIXTURES / "log_files"
+
+requires_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"fixtures not found at {FIXTURES}")
+
+
+def extracted_table_names() -> list[str]:
+    return sorted(p.name for p in TABLES_DIR.iterdir() if p.is_dir()) if TABLES_DIR.is_dir() else []
+
+
+def zip_names() -> list[str]:
+    return sorted(p.stem for p in ZIPS_DIR.glob("*.zip")) if ZIPS_DIR.is_dir() else []
+
+
+def all_fixture_names() -> list[str]:
+    """Every fixture table: ``tables/<name>`` and ``zips:<zip stem>``."""
+    return extracted_table_names() + [f"zips:{z}" for z in zip_names()]
+
+
+@pytest.fixture(scope="session")
+def fixture_root(tmp_path_factory) -> "FixtureRoot":
+    return FixtureRoot(tmp_path_factory.mktemp("zips"))
+
+
+class FixtureRoot:
+    """Resolves a fixture name to a table directory (extracting zips on first use)."""
+
+    def __init__(self, scratch: Path):
+        self._scratch = scratch
+
+    def path(self, name: str) -> Path:
+        if not name.startswith("zips:"):
+            return TABLES_DIR / name
+        stem = name[len("zips:"):]
+        target = self._scratch / stem
+        if not target.exists():
+            with zipfile.ZipFile(ZIPS_DIR / f"{stem}.zip") as zf:
+                members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+                zf.extractall(target, members)
+        tops = [p for p in target.iterdir() if p.is_dir()]
+        assert len(tops) == 1, f"{stem}.zip should hold one table folder, found {tops}"
+        return tops[0]
+
+
+def copy_table(src: Path, dst_parent: Path) -> Path:
+    """A writable copy of a fixture table."""
+    dst = dst_parent / src.name
+    shutil.copytree(src, dst)
+    for root, dirs, files in os.walk(dst):
+        for n in dirs + files:
+            os.chmod(os.path.join(root, n), 0o755 if n in dirs else 0o644)
+    os.chmod(dst, 0o755)
+    return dst

@@ -1,0 +1,30 @@
+"""Small helpers shared by tests (no pytest fixtures here)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from timeline.instant import TimelineLayout
+
+
+def layout_of(table: Path) -> TimelineLayout:
+    props = (table / ".hoodie" / "hoodie.properties").read_text()
+    for line in props.splitlines():
+        if line.startswith("hoodie.timeline.layout.version="):
+            return TimelineLayout(int(line.split("=", 1)[1].strip()))
+    return TimelineLayout.V1
+
+
+def timeline_dirs(table: Path) -> list[tuple[Path, TimelineLayout]]:
+    """The table's timeline folder and, if present, its metadata table's."""
+    out = []
+    for root in (table, table / ".hoodie" / "metadata"):
+        if (root / ".hoodie" / "hoodie.properties").exists():
+            layout = layout_of(root)
+            out.append((root / layout.timeline_dir, layout))
+    return out
+
+
+def instant_file_names(folder: Path) -> list[str]:
+    return sorted(n for n in os.listdir(folder) if n[:1].isdigit() and (folder / n).is_file())

@@ -1,0 +1,612 @@
+"""Hudi log format: framing, contents, corruption handling, builders, hudi-rs compatibility."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import struct
+import zipfile
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tablesvc.errors import CorruptLogBlockError, LogFormatError
+from tablesvc.logformat import (
+    MAGIC,
+    BlockType,
+    CorruptBlock,
+    DeleteRecord,
+    HeaderKey,
+    LogBlock,
+    avro_data_block,
+    avro_schema_to_arrow,
+    block_deletes,
+    block_records,
+    block_table,
+    decode_avro_records,
+    decode_delete_records,
+    decode_parquet,
+    decode_to_arrow,
+    delete_block,
+    encode_avro_records,
+    encode_block,
+    encode_blocks,
+    encode_delete_records,
+    iter_blocks,
+    parquet_data_block,
+    parse_log_bytes,
+    read_log_file,
+    rollback_block,
+    with_compacted_block_times,
+    write_log_file,
+)
+from tablesvc.storage.local import LocalStorage
+from conftest import LOG_FILES_DIR, TABLES_DIR, ZIPS_DIR, copy_table, requires_fixtures, zip_names
+
+pytestmark = requires_fixtures
+
+
+def _is_log_name(name: str) -> bool:
+    return name.startswith(".") and ".log." in name
+
+
+def _extracted_log_files() -> list[Path]:
+    found = []
+    for base in (LOG_FILES_DIR, TABLES_DIR):
+        if base.is_dir():
+            for root, _dirs, files in os.walk(base):
+                found += [Path(root) / f for f in files if _is_log_name(f)]
+    return sorted(found)
+
+
+EXTRACTED_LOGS = _extracted_log_files()
+AVRO_LOG = next(LOG_FILES_DIR.glob("valid_log_avro_data/.*.log.*"))
+DELETE_LOG = next(LOG_FILES_DIR.glob("valid_log_delete/.*.log.*"))
+PARQUET_LOG = next(LOG_FILES_DIR.glob("valid_log_parquet_data/.*.log.*"))
+ROLLBACK_LOG = next(LOG_FILES_DIR.glob("valid_log_rollback/.*.log.*"))
+TRIPS_8I1U = TABLES_DIR / "v6_trips_8i1u"
+TRIPS_UPDATE_LOG = next(TRIPS_8I1U.glob("city=san_francisco/.*.log.*"))
+
+
+def _check_whole_file(data: bytes, path: str) -> dict[BlockType, int]:
+    """Frames, round-trips and decodes one real log file; returns block counts per type."""
+    result = parse_log_bytes(data, path)
+    assert result.corrupt == (), result.describe_corrupt()
+    assert result.size == len(data)
+    # Blocks tile the file: each starts where the previous ended, the last ends at EOF.
+    expected_offset = 0
+    for block in result.blocks:
+        assert block.offset == expected_offset
+        assert encode_block(block) == data[block.offset:block.end]
+        expected_offset = block.end
+    assert expected_offset == len(data)
+    assert encode_blocks(result.blocks) == data
+
+    counts: dict[BlockType, int] = {}
+    for block in result.blocks:
+        counts[block.block_type] = counts.get(block.block_type, 0) + 1
+        if block.block_type == BlockType.AVRO_DATA:
+            records = block_records(block, path)
+            assert encode_avro_records(records, block.schema) == block.content
+            assert block_table(block, path).num_rows == len(records)
+        elif block.block_type == BlockType.DELETE:
+            deletes = block_deletes(block, path)
+            assert encode_delete_records(deletes) == block.content
+        elif block.block_type == BlockType.PARQUET_DATA:
+            table = block_table(block, path)
+            assert table.num_rows > 0
+            # The Avro SCHEMA header maps to exactly the Arrow schema Spark wrote into the parquet.
+            assert avro_schema_to_arrow(block.schema).equals(table.schema.remove_metadata())
+        elif block.block_type == BlockType.HFILE_DATA:
+            # Metadata-table HFiles are not decoded here; their framing is checked above.
+            assert ".hoodie/metadata/" in path.replace(os.sep, "/")
+            assert block.content.startswith(b"DATABLK*")
+        elif block.block_type == BlockType.COMMAND:
+            assert block.is_rollback and block.content == b""
+        else:
+            pytest.fail(f"{path}: unexpected block type {block.block_type.name}")
+    return counts
+
+
+# -- every real log file -----------------------------------------------------------------------
+
+def test_fixture_inventory_is_not_empty():
+    assert len(EXTRACTED_LOGS) >= 100
+    assert len(zip_names()) >= 5
+
+
+@pytest.mark.parametrize("path", EXTRACTED_LOGS, ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_extracted_log_file_round_trips(path: Path):
+    _check_whole_file(path.read_bytes(), str(path))
+
+
+@pytest.mark.parametrize("stem", zip_names())
+def test_zipped_log_files_round_trip(stem, fixture_root):
+    table = fixture_root.path(f"zips:{stem}")
+    logs = [Path(r) / f for r, _d, files in os.walk(table) for f in files if _is_log_name(f)]
+    with zipfile.ZipFile(ZIPS_DIR / f"{stem}.zip") as zf:
+        in_zip = [n for n in zf.namelist() if _is_log_name(n.rsplit("/", 1)[-1]) and not n.startswith("__MACOSX")]
+    assert len(logs) == len(in_zip)  # the no-meta-fields parquet table has no logs at all
+    totals: dict[BlockType, int] = {}
+    for log in logs:
+        for kind, n in _check_whole_file(log.read_bytes(), str(log)).items():
+            totals[kind] = totals.get(kind, 0) + n
+    assert totals.get(BlockType.HFILE_DATA, 0) > 0 or not logs
+
+
+# -- known values --------------------------------------------------------------------------------
+
+def test_avro_fixture_values():
+    data = AVRO_LOG.read_bytes()
+    (block,) = parse_log_bytes(data, str(AVRO_LOG)).blocks
+    assert block.block_type == BlockType.AVRO_DATA
+    assert block.instant_time == "20250316025828811"
+    assert [k for k, _ in block.header] == [HeaderKey.INSTANT_TIME, HeaderKey.SCHEMA]
+    assert block.content[:8] == struct.pack(">ii", 3, 1)
+    (record,) = block_records(block)
+    assert record["_hoodie_commit_time"] == "20250316025828811"
+    assert record["rider"] == "rider-A" and record["fare"] == 29.1
+    assert block.size == len(data) == 1172
+
+
+def test_delete_fixture_values():
+    data = DELETE_LOG.read_bytes()
+    (block,) = parse_log_bytes(data).blocks
+    assert block.block_type == BlockType.DELETE
+    assert block.instant_time == "20250618054714114"
+    # Java wrote SCHEMA before INSTANT_TIME (HashMap order); the round trip must keep that.
+    assert [k for k, _ in block.header] == [HeaderKey.SCHEMA, HeaderKey.INSTANT_TIME]
+    deletes = block_deletes(block)
+    assert [d.record_key for d in deletes] == [
+        "e96c4396-3fad-413a-a942-4cb36106d721",
+        "9909a8b1-2d15-4d3d-8ec9-efc48c536a00",
+        "334e26e9-8355-45cc-97c6-c31daf0df330",
+    ]
+    assert {d.partition_path for d in deletes} == {"city=san_francisco"}
+    assert {(d.ordering_index, d.ordering_value) for d in deletes} == {(2, 0)}
+    payload = block.content[8:]
+    assert struct.unpack(">ii", block.content[:8]) == (3, len(payload))
+    assert payload[0] == 0x06  # one array block of 3 items
+    assert payload.endswith(b"\x04\x00\x00")  # orderingVal branch 2, value 0, end of array
+    # Our builder writes the same content for the same keys.
+    rebuilt = delete_block("20250618054714114", block.schema, [(d.record_key, d.partition_path) for d in deletes])
+    assert rebuilt.content == block.content
+
+
+def test_rollback_fixture_values():
+    data = ROLLBACK_LOG.read_bytes()
+    assert len(data) == 105
+    (block,) = parse_log_bytes(data).blocks
+    assert block.block_type == BlockType.COMMAND and block.is_rollback
+    assert block.instant_time == "20250126040936578"
+    assert block.target_instant_time == "20250126040826878"
+    assert block.header == (
+        (HeaderKey.INSTANT_TIME, "20250126040936578"),
+        (HeaderKey.COMMAND_BLOCK_TYPE, "0"),
+        (HeaderKey.TARGET_INSTANT_TIME, "20250126040826878"),
+    )
+    assert block.block_length == 91 == struct.unpack(">q", data[6:14])[0]
+    assert struct.unpack(">q", data[-8:])[0] == 97
+    built = rollback_block("20250126040936578", "20250126040826878")
+    assert [k for k, _ in built.header] == [HeaderKey.INSTANT_TIME, HeaderKey.TARGET_INSTANT_TIME,
+                                            HeaderKey.COMMAND_BLOCK_TYPE]
+    assert len(encode_block(built)) == 105
+    assert sorted(built.header) == sorted(block.header)
+
+
+def test_update_log_has_rider_d_fare_25():
+    (block,) = read_log_file(LocalStorage(), str(TRIPS_UPDATE_LOG)).blocks
+    assert block.instant_time == "20250331030645735"
+    table = block_table(block)
+    rows = {r["rider"]: r["fare"] for r in table.to_pylist()}
+    assert rows == {"rider-D": 25.0}
+
+
+def test_update_log_rebuilt_byte_for_byte():
+    data = TRIPS_UPDATE_LOG.read_bytes()
+    (block,) = parse_log_bytes(data).blocks
+    rebuilt = avro_data_block(block.instant_time, block.schema, block_records(block))
+    assert encode_block(rebuilt) == data
+
+
+def test_parquet_fixture_values():
+    (block,) = parse_log_bytes(PARQUET_LOG.read_bytes()).blocks
+    assert block.block_type == BlockType.PARQUET_DATA
+    assert block.instant_time == "20250113230424191"
+    assert block.content.startswith(b"PAR1") and block.content.endswith(b"PAR1")
+    assert block_table(block).num_rows >= 1
+
+
+def test_v9_decimal_and_timestamp_values():
+    log = next(TABLES_DIR.glob("v9_txns_simple_nometa/region=apac/.*.log.*"))
+    (block,) = parse_log_bytes(log.read_bytes()).blocks
+    table = block_table(block)
+    assert table.schema.field("fee_amount").type == pa.decimal128(10, 2)
+    assert table.schema.field("txn_datetime").type == pa.timestamp("us", tz="UTC")
+    (row,) = table.to_pylist()
+    assert row["txn_id"] == "TXN-007" and row["fee_amount"] == Decimal("75.00")
+
+
+# -- corruption ------------------------------------------------------------------------------------
+
+def _two_block_file() -> tuple[bytes, int]:
+    first = TRIPS_UPDATE_LOG.read_bytes()
+    return first + DELETE_LOG.read_bytes(), len(first)
+
+
+def _split(data: bytes, path: str = "f") -> tuple[list[LogBlock], list[CorruptBlock]]:
+    items = list(iter_blocks(data, path))
+    return [b for b in items if isinstance(b, LogBlock)], [c for c in items if isinstance(c, CorruptBlock)]
+
+
+def test_zero_length_file_has_no_blocks():
+    assert list(iter_blocks(b"", "empty")) == []
+    result = parse_log_bytes(b"", "empty", raise_on_corrupt=True)
+    assert result.blocks == () and result.corrupt == () and result.ok
+
+
+@pytest.mark.parametrize("cut", [1, 13, 14, 200, -9, -1])
+def test_truncated_second_block(cut):
+    data, first_len = _two_block_file()
+    end = first_len + cut if cut > 0 else len(data) + cut
+    blocks, corrupt = _split(data[:end])
+    assert [b.offset for b in blocks] == [0]
+    assert encode_block(blocks[0]) == data[:first_len]
+    assert corrupt == [CorruptBlock(first_len, end - first_len, corrupt[0].reason)]
+
+
+def test_truncated_only_block():
+    data = DELETE_LOG.read_bytes()[:500]
+    blocks, corrupt = _split(data)
+    assert blocks == [] and [(c.offset, c.length) for c in corrupt] == [(0, 500)]
+    assert "block length" in corrupt[0].reason
+
+
+# Where to damage the first block: (offset inside the block, what the reason must mention).
+_FLIPS = {
+    "block_length": (10, "block length"),
+    "version": (17, "version"),
+    "type": (21, "type"),
+    "header_count": (24, "header count"),
+    "header_value_length": (31, "header value length"),
+    "reverse_pointer": (-3, "reverse pointer"),
+}
+
+
+@pytest.mark.parametrize("field", sorted(_FLIPS))
+def test_flipped_frame_bytes_resync_to_second_block(field):
+    data, first_len = _two_block_file()
+    where, mention = _FLIPS[field]
+    pos = where if where >= 0 else first_len + where
+    damaged = bytearray(data)
+    damaged[pos] ^= 0x5A
+    blocks, corrupt = _split(bytes(damaged))
+    assert [(c.offset, c.length) for c in corrupt] == [(0, first_len)]
+    assert mention in corrupt[0].reason
+    assert [b.offset for b in blocks] == [first_len]
+    assert blocks[0].block_type == BlockType.DELETE and blocks[0].instant_time == "20250618054714114"
+
+
+def test_flipped_content_length_in_middle_is_detected():
+    data, first_len = _two_block_file()
+    (block,) = parse_log_bytes(data[:first_len]).blocks
+    header_bytes = 4 + sum(8 + len(v.encode()) for _, v in block.header)
+    pos = 6 + 8 + 4 + 4 + header_bytes + 6  # low bytes of the int64 content length
+    damaged = bytearray(data)
+    damaged[pos] ^= 0x01
+    blocks, corrupt = _split(bytes(damaged))
+    assert [(c.offset, c.length) for c in corrupt] == [(0, first_len)]
+    assert [b.offset for b in blocks] == [first_len]
+
+
+def test_flipped_content_byte_is_a_decode_error_not_framing():
+    data = DELETE_LOG.read_bytes()
+    (block,) = parse_log_bytes(data).blocks
+    damaged = bytearray(data)
+    damaged[block.end - 8 - 4 - 1] = 0x05  # the final end-of-array byte of the delete payload
+    (bad,) = parse_log_bytes(bytes(damaged), "d.log").blocks  # no checksum: framing still fine
+    with pytest.raises(LogFormatError, match=r"d\.log: DELETE block at offset 0.*content offset"):
+        block_deletes(bad, "d.log")
+
+
+def test_duplicated_magic():
+    data = AVRO_LOG.read_bytes()
+    blocks, corrupt = _split(MAGIC + data)
+    assert [(c.offset, c.length) for c in corrupt] == [(0, 6)]
+    assert [b.offset for b in blocks] == [6]
+    assert encode_block(blocks[0]) == data
+
+
+def test_trailing_garbage_after_last_block():
+    data = AVRO_LOG.read_bytes()
+    for tail in (b"garbage bytes", b"#HU", b"\x00"):
+        blocks, corrupt = _split(data + tail)
+        assert [b.offset for b in blocks] == [0]
+        assert [(c.offset, c.length) for c in corrupt] == [(len(data), len(tail))]
+
+
+def test_garbage_before_and_between_blocks():
+    a, b = AVRO_LOG.read_bytes(), ROLLBACK_LOG.read_bytes()
+    data = b"xx" + a + b"junk" + b
+    blocks, corrupt = _split(data)
+    assert [blk.offset for blk in blocks] == [2, 2 + len(a) + 4]
+    assert [(c.offset, c.length) for c in corrupt] == [(0, 2), (2 + len(a), 4)]
+    assert "expected block magic" in corrupt[0].reason
+
+
+def test_legacy_version_zero_is_reported():
+    data = bytearray(ROLLBACK_LOG.read_bytes())
+    data[14:18] = struct.pack(">i", 0)
+    _, corrupt = _split(bytes(data))
+    assert corrupt[0].offset == 0 and "version 0" in corrupt[0].reason
+
+
+def test_random_damage_never_crashes_and_spans_tile_the_file():
+    rng = random.Random(20250331)
+    data = AVRO_LOG.read_bytes() + ROLLBACK_LOG.read_bytes() + DELETE_LOG.read_bytes()
+    for _ in range(400):
+        damaged = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        damaged = damaged[:rng.randint(0, len(damaged))] if rng.random() < 0.3 else damaged
+        items = list(iter_blocks(bytes(damaged), "fuzz"))
+        pos = 0
+        for item in items:
+            assert item.offset == pos
+            pos = item.end
+        assert pos == len(damaged)
+        for item in items:
+            if isinstance(item, LogBlock):
+                assert encode_block(item) == bytes(damaged[item.offset:item.end])
+
+
+def test_raise_on_corrupt_names_path_and_offset(tmp_path):
+    data, first_len = _two_block_file()
+    path = tmp_path / ".f_1.log.1_0-0-0"
+    path.write_bytes(data[:first_len + 100])
+    storage = LocalStorage()
+    soft = read_log_file(storage, str(path))
+    assert len(soft.blocks) == 1 and soft.corrupt[0].offset == first_len
+    assert soft.describe_corrupt()[0].startswith(f"{path}: corrupt log block at offset {first_len}: ")
+    with pytest.raises(CorruptLogBlockError, match=rf"^{path}: corrupt log block at offset {first_len}: "):
+        read_log_file(storage, str(path), raise_on_corrupt=True)
+    with pytest.raises(CorruptLogBlockError):
+        list(iter_blocks(b"xx" + data, "x", raise_on_corrupt=True))
+
+
+# -- contents and builders ----------------------------------------------------------------------------
+
+TRIPS_SCHEMA = parse_log_bytes(TRIPS_UPDATE_LOG.read_bytes()).blocks[0].schema
+
+
+def _trip(key: str, rider: str, fare: float, instant: str) -> dict:
+    return {
+        "_hoodie_commit_time": instant, "_hoodie_commit_seqno": f"{instant}_0_1", "_hoodie_record_key": key,
+        "_hoodie_partition_path": "city=san_francisco", "_hoodie_file_name": "f-0", "ts": 1, "uuid": key,
+        "rider": rider, "driver": "driver-Z", "fare": fare, "city": "san_francisco",
+    }
+
+
+def test_builders_write_and_read_back(tmp_path):
+    recs = [_trip("k1", "rider-X", 1.5, "20990101000000000"), _trip("k2", "rider-Y", 2.5, "20990101000000000")]
+    data_blk = avro_data_block("20990101000000000", TRIPS_SCHEMA, recs)
+    compacted = with_compacted_block_times(
+        avro_data_block("20990101000000500", TRIPS_SCHEMA, recs[:1]), ["20990101000000000", "20980101000000000"])
+    dele = delete_block("20990101000000100", TRIPS_SCHEMA, [("k2", "city=san_francisco")])
+    dele_no_schema = delete_block("20990101000000150", None, [])
+    rollback = rollback_block("20990101000000200", "20990101000000100")
+    assert [k for k, _ in compacted.header] == [HeaderKey.INSTANT_TIME, HeaderKey.SCHEMA,
+                                                HeaderKey.COMPACTED_BLOCK_TIMES]
+    assert compacted.get(HeaderKey.COMPACTED_BLOCK_TIMES) == "20990101000000000,20980101000000000"
+    # An empty delete block is what the metadata table writes: 3, 1, end-of-array.
+    assert dele_no_schema.content == b"\x00\x00\x00\x03\x00\x00\x00\x01\x00"
+    assert dele_no_schema.header == ((HeaderKey.INSTANT_TIME, "20990101000000150"),)
+
+    path = str(tmp_path / ".f-0_20990101000000000.log.1_0-0-0")
+    storage = LocalStorage()
+    written = write_log_file(storage, path, [data_blk, compacted, dele, dele_no_schema, rollback])
+    back = read_log_file(storage, path, raise_on_corrupt=True)
+    assert encode_blocks(back.blocks) == written == Path(path).read_bytes()
+    got_data, got_compacted, got_delete, got_empty, got_rollback = back.blocks
+    assert got_data.offset == 0 and got_compacted.offset == got_data.end
+    assert block_records(got_data, path) == recs
+    assert got_compacted.compacted_block_times == ("20990101000000000", "20980101000000000")
+    assert block_deletes(got_delete) == [DeleteRecord("k2", "city=san_francisco", 2, 0)]
+    assert block_deletes(got_empty) == []
+    assert got_rollback.is_rollback and got_rollback.target_instant_time == "20990101000000100"
+    assert got_rollback.compacted_block_times == ()
+    with pytest.raises(FileExistsError):
+        write_log_file(storage, path, [rollback])
+
+
+def test_parquet_block_round_trip():
+    table = pa.table({"a": pa.array([1, 2], pa.int32()), "b": ["x", None]})
+    blk = parquet_data_block("20990101000000000", '{"type":"record","name":"r","fields":[]}', table)
+    (back,) = parse_log_bytes(encode_block(blk)).blocks
+    assert decode_parquet(back.content).equals(table)
+    with pytest.raises(LogFormatError, match="PAR1"):
+        decode_parquet(b"PAR1 torn")
+
+
+def test_builder_header_rules():
+    with pytest.raises(LogFormatError, match="repeats"):
+        avro_data_block("1", TRIPS_SCHEMA, [], extra_header=[(HeaderKey.INSTANT_TIME, "2")])
+    with pytest.raises(LogFormatError):
+        with_compacted_block_times(rollback_block("1", "0"), ["0"])
+    with pytest.raises(LogFormatError):
+        with_compacted_block_times(avro_data_block("1", TRIPS_SCHEMA, []), ["a,b"])
+    with pytest.raises(LogFormatError):
+        encode_block(LogBlock(BlockType.CORRUPT))
+    with pytest.raises(LogFormatError):
+        LogBlock(BlockType.COMMAND, header=((99, "x"),))
+
+
+def test_avro_content_errors_name_content_offsets():
+    good = encode_avro_records([_trip("k", "r", 1.0, "1")], TRIPS_SCHEMA)
+    assert decode_avro_records(good, TRIPS_SCHEMA)[0]["uuid"] == "k"
+    with pytest.raises(LogFormatError, match="version 2"):
+        decode_avro_records(struct.pack(">ii", 2, 0), TRIPS_SCHEMA)
+    with pytest.raises(LogFormatError, match="content offset 8"):
+        decode_avro_records(good[:8] + struct.pack(">i", 10_000) + good[12:], TRIPS_SCHEMA)
+    with pytest.raises(LogFormatError, match="unexpected bytes"):
+        decode_avro_records(good + b"\x00", TRIPS_SCHEMA)
+    with pytest.raises(LogFormatError):
+        encode_avro_records([{"uuid": 5}], TRIPS_SCHEMA)
+
+
+def test_delete_ordering_branches_round_trip():
+    records = [
+        DeleteRecord("a", "p", 0, None),
+        DeleteRecord("b", None, 1, True),
+        DeleteRecord(None, "p", 2, -7),
+        DeleteRecord("c", "p", 3, 1695332066204),
+        DeleteRecord("d", "p", 4, 1.5),
+        DeleteRecord("e", "p", 5, 2.25),
+        DeleteRecord("f", "p", 6, b"\x00\xff"),
+        DeleteRecord("g", "p", 7, "zz"),
+        DeleteRecord("h", "p", 11, 1700000000000000),
+    ]
+    content = encode_delete_records(records)
+    assert decode_delete_records(content) == records
+    assert encode_delete_records(decode_delete_records(content)) == content
+    with pytest.raises(LogFormatError, match="32 bits"):
+        encode_delete_records([DeleteRecord("a", "p", 2, 1 << 31)])
+    with pytest.raises(LogFormatError, match="branch 12"):
+        encode_delete_records([DeleteRecord("a", "p", 12, 0)])
+    with pytest.raises(LogFormatError, match="does not fit"):
+        encode_delete_records([DeleteRecord("a", "p", 7, 3)])
+
+
+def test_delete_negative_array_block_count_decodes():
+    item = b"\x02\x02k" + b"\x02\x02p" + b"\x04\x00"
+    payload = b"\x01" + bytes([len(item) * 2]) + item + b"\x00"  # count -1 (zig-zag 1), then byte size
+    content = struct.pack(">ii", 3, len(payload)) + payload
+    assert decode_delete_records(content) == [DeleteRecord("k", "p", 2, 0)]
+    with pytest.raises(LogFormatError, match="payload length"):
+        decode_delete_records(struct.pack(">ii", 3, 99) + payload)
+    with pytest.raises(LogFormatError, match="version 2"):
+        decode_delete_records(struct.pack(">ii", 2, len(payload)) + payload)
+
+
+def test_avro_schema_to_arrow_mapping():
+    schema = {
+        "type": "record", "name": "r", "namespace": "ns", "fields": [
+            {"name": "s", "type": "string"},
+            {"name": "i", "type": ["null", "int"]},
+            {"name": "l", "type": "long"},
+            {"name": "f", "type": "float"},
+            {"name": "d", "type": "double"},
+            {"name": "b", "type": "boolean"},
+            {"name": "by", "type": "bytes"},
+            {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 3}},
+            {"name": "fdec", "type": {"type": "fixed", "name": "fx", "size": 5, "logicalType": "decimal",
+                                      "precision": 10, "scale": 2}},
+            {"name": "fx2", "type": "fx"},
+            {"name": "raw", "type": {"type": "fixed", "name": "raw16", "size": 16}},
+            {"name": "dt", "type": {"type": "int", "logicalType": "date"}},
+            {"name": "tsu", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+            {"name": "tsm", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "lts", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+            {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+            {"name": "arr", "type": {"type": "array", "items": ["null", "long"]}},
+            {"name": "m", "type": ["null", {"type": "map", "values": "double"}]},
+            {"name": "st", "type": {"type": "record", "name": "inner", "fields": [{"name": "x", "type": "int"}]}},
+            {"name": "st2", "type": ["null", "ns.inner"]},
+        ],
+    }
+    got = avro_schema_to_arrow(json.dumps(schema))
+    inner = pa.struct([pa.field("x", pa.int32(), nullable=False)])
+    expected = pa.schema([
+        pa.field("s", pa.utf8(), False), pa.field("i", pa.int32(), True), pa.field("l", pa.int64(), False),
+        pa.field("f", pa.float32(), False), pa.field("d", pa.float64(), False), pa.field("b", pa.bool_(), False),
+        pa.field("by", pa.binary(), False), pa.field("dec", pa.decimal128(12, 3), False),
+        pa.field("fdec", pa.decimal128(10, 2), False), pa.field("fx2", pa.decimal128(10, 2), False),
+        pa.field("raw", pa.binary(16), False), pa.field("dt", pa.date32(), False),
+        pa.field("tsu", pa.timestamp("us", tz="UTC"), False), pa.field("tsm", pa.timestamp("ms", tz="UTC"), False),
+        pa.field("lts", pa.timestamp("us"), False), pa.field("e", pa.utf8(), False),
+        pa.field("arr", pa.list_(pa.field("element", pa.int64(), True)), False),
+        pa.field("m", pa.map_(pa.field("key", pa.utf8(), False), pa.field("value", pa.float64(), False)), True),
+        pa.field("st", inner, False), pa.field("st2", inner, True),
+    ])
+    assert got.equals(expected), f"{got}\n!=\n{expected}"
+    with pytest.raises(LogFormatError, match="several non-null"):
+        avro_schema_to_arrow({"type": "record", "name": "u", "fields": [{"name": "x", "type": ["int", "string"]}]})
+    with pytest.raises(LogFormatError, match="record"):
+        avro_schema_to_arrow('"string"')
+
+
+def test_decode_to_arrow_nested_values():
+    schema = json.dumps({
+        "type": "record", "name": "r", "fields": [
+            {"name": "arr", "type": ["null", {"type": "array", "items": "int"}], "default": None},
+            {"name": "m", "type": ["null", {"type": "map", "values": "string"}], "default": None},
+            {"name": "st", "type": ["null", {"type": "record", "name": "s", "fields": [
+                {"name": "x", "type": ["null", "double"]}]}]},
+        ],
+    })
+    recs = [{"arr": [1, 2], "m": {"k": "v"}, "st": {"x": 1.5}}, {"arr": None, "m": None, "st": None}]
+    table = decode_to_arrow(encode_avro_records(recs, schema), schema)
+    assert table.column("arr").to_pylist() == [[1, 2], None]
+    assert table.column("m").to_pylist() == [[("k", "v")], None]
+    assert table.column("st").to_pylist() == [{"x": 1.5}, None]
+
+
+# -- hudi-rs compatibility ---------------------------------------------------------------------------
+
+def _read_with_hudi_rs(table_path: Path) -> pa.Table:
+    hudi = pytest.importorskip("hudi")
+    table = hudi.HudiTableBuilder.from_base_uri(str(table_path)).build()
+    return pa.Table.from_batches(table.read(hudi.HudiReadOptions()))
+
+
+def _add_completed_deltacommit(table: Path, instant: str) -> None:
+    hoodie = table / ".hoodie"
+    (hoodie / f"{instant}.deltacommit.requested").write_bytes(b"")
+    (hoodie / f"{instant}.deltacommit.inflight").write_bytes(b"")
+    shutil.copyfile(hoodie / "20250331030645735.deltacommit", hoodie / f"{instant}.deltacommit")
+
+
+def test_hudi_rs_reads_our_blocks(tmp_path):
+    table = copy_table(TRIPS_8I1U, tmp_path)
+    before = _read_with_hudi_rs(table).to_pylist()
+    assert len(before) == 8
+    rider_e = next(r for r in before if r["rider"] == "rider-E")
+    storage = LocalStorage()
+
+    # 1. Our re-encoding of the existing update log is the file itself.
+    log = next(table.glob("city=san_francisco/.*.log.*"))
+    original = log.read_bytes()
+    reencoded = encode_blocks(read_log_file(storage, str(log), raise_on_corrupt=True).blocks)
+    assert reencoded == original
+    storage.write_replace(str(log), reencoded)
+
+    # 2. A new log version in rider-E's file group with a delete block at a new instant.
+    partition = table / rider_e["_hoodie_partition_path"]
+    base_name = rider_e["_hoodie_file_name"]
+    file_id, base_instant = base_name.split("_")[0], base_name.rsplit("_", 1)[1].split(".")[0]
+    versions = [int(p.name.split(".log.")[1].split("_")[0]) for p in partition.glob(f".{file_id}_{base_instant}.log.*")]
+    new_log = partition / f".{file_id}_{base_instant}.log.{max(versions, default=0) + 1}_0-0-0"
+    assert new_log.name == ".d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0_20250331030642808.log.2_0-0-0"
+    instant = "20250331030700000"
+    blk = delete_block(instant, TRIPS_SCHEMA, [(rider_e["uuid"], rider_e["_hoodie_partition_path"])])
+    write_log_file(storage, str(new_log), [blk])
+    _add_completed_deltacommit(table, instant)
+
+    after = {r["rider"]: r for r in _read_with_hudi_rs(table).to_pylist()}
+    assert len(after) == 7 and "rider-E" not in after
+    assert after["rider-D"]["fare"] == 25.0
+
+    # 3. A data block followed by a rollback block for its instant: hudi-rs drops the data.
+    bad_instant, rollback_instant = "20250331030710000", "20250331030720000"
+    update = dict(block_records(parse_log_bytes(original).blocks[0])[0], fare=1.0,
+                  _hoodie_commit_time=bad_instant, _hoodie_commit_seqno=f"{bad_instant}_0_1")
+    write_log_file(storage, str(new_log.with_name(new_log.name.replace(".log.2_", ".log.3_"))),
+                   [avro_data_block(bad_instant, TRIPS_SCHEMA, [update])])
+    write_log_file(storage, str(new_log.with_name(new_log.name.replace(".log.2_0-0-0", ".log.4_1-0-1"))),
+                   [rollback_block(rollback_instant, bad_instant)])
+    rolled = {r["rider"]: r for r in _read_with_hudi_rs(table).to_pylist()}
+    assert rolled["rider-D"]["fare"] == 25.0 and len(rolled) == 7

@@ -1,0 +1,61 @@
+"""The storage interface the timeline needs, and nothing more.
+
+The timeline never touches ``os`` directly: it is handed an object with these
+methods.  ``tablesvc.storage`` provides the implementations (local files first,
+object stores later).  Paths are plain strings joined with ``/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One entry of a directory listing."""
+
+    name: str
+    path: str
+    size: int
+    mtime_ms: int
+    is_dir: bool
+
+
+class Storage(Protocol):
+    def read_bytes(self, path: str) -> bytes:
+        """Whole content; ``FileNotFoundError`` when absent."""
+
+    def write_new(self, path: str, data: bytes) -> None:
+        """Create ``path`` atomically and durably; ``FileExistsError`` if it exists.
+
+        Readers see either no file or the whole content, never a prefix.
+        """
+
+    def write_replace(self, path: str, data: bytes) -> None:
+        """Create or replace ``path`` atomically and durably."""
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """Entries of a directory; an empty list when it does not exist."""
+
+    def stat(self, path: str) -> FileInfo:
+        """``FileNotFoundError`` when absent."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def delete(self, path: str) -> bool:
+        """Delete a file; ``False`` when it was already gone (not an error)."""
+
+    def delete_tree(self, path: str) -> None:
+        """Delete a directory and everything below it; absent is fine."""
+
+    def makedirs(self, path: str) -> None: ...
+
+
+def join(*parts: str) -> str:
+    """Join path parts with ``/``, skipping empty ones (non-partitioned tables use "")."""
+    kept = [p for p in parts if p]
+    if not kept:
+        return ""
+    head = kept[0].rstrip("/") if kept[0] != "/" else ""
+    return "/".join([head] + [p.strip("/") for p in kept[1:]])
