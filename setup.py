@@ -7,8 +7,10 @@ setup(
                 "in Python on Spark",
     python_requires=">=3.11",
     packages=find_packages(include=["tablesvc", "tablesvc.*", "timeline", "timeline.*", "spark_conf"]),
-    package_data={"timeline.payloads": ["schemas/*.avsc"], "spark_conf": ["*.yaml"]},
-    install_requires=["pyspark>=3.5", "pyarrow>=14", "fastavro>=1.9", "pyyaml>=6"],
+    package_data={"timeline.payloads": ["schemas/*.avsc"], "spark_conf": ["*.yaml", "*.properties"]},
+    # pyspark[sql] brings pandas and numpy, which PySpark's Arrow APIs (mapInArrow,
+    # applyInArrow) need; PySpark does not support pandas 3 yet.
+    install_requires=["pyspark[sql]>=3.5", "pandas>=2.2,<3", "pyarrow>=14", "fastavro>=1.9", "pyyaml>=6"],
     extras_require={"test": ["pytest>=7", "hudi==0.5.0"]},
     entry_points={"console_scripts": ["tablesvc=tablesvc.cli.main:entry_point"]},
 )

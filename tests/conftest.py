@@ -69,3 +69,14 @@ def copy_table(src: Path, dst_parent: Path) -> Path:
             os.chmod(os.path.join(root, n), 0o755 if n in dirs else 0o644)
     os.chmod(dst, 0o755)
     return dst
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole test run (start-up costs seconds)."""
+    from tablesvc.spark.session import get_spark
+
+    session = get_spark(overrides={"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4",
+                                   "spark.default.parallelism": "4", "spark.driver.memory": "2g"})
+    yield session
+    session.stop()

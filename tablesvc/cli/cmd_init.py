@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--table-version", type=int, choices=[6, 8, 9], default=8, help="Hudi table version (default 8)")
     p.add_argument("--merge-mode", choices=[m.value for m in MergeMode if m is not MergeMode.CUSTOM],
                    help="default: EVENT_TIME_ORDERING with an ordering field, else COMMIT_TIME_ORDERING")
+    p.add_argument("--buckets", type=int, default=4, help="bucket index: file groups per partition (default 4)")
     p.add_argument("--no-hive-style", action="store_true", help="partition folders without 'field='")
     p.add_argument("--json", action="store_true", help="print the new table's config as JSON")
     p.set_defaults(run=run)
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     spec = TableSpec(name=args.name, record_key_fields=_fields(args.record_key),
                      ordering_field=args.ordering_field or None, partition_fields=_fields(args.partition_field),
                      table_version=args.table_version, hive_style_partitioning=not args.no_hive_style,
-                     merge_mode=MergeMode(args.merge_mode) if args.merge_mode else None)
+                     merge_mode=MergeMode(args.merge_mode) if args.merge_mode else None,
+                     num_buckets=args.buckets)
     table = Table.create(args.path, spec)
     if args.json:
         print_json(table.config.summary() | {"path": table.base_path})

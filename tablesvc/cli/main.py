@@ -14,12 +14,12 @@ import traceback
 from typing import Sequence
 
 from tablesvc import __version__
-from tablesvc.cli import cmd_fsview, cmd_init, cmd_timeline
+from tablesvc.cli import cmd_fsview, cmd_init, cmd_read, cmd_timeline, cmd_write
 from tablesvc.config import load_config
 from tablesvc.errors import TablesvcError
 from tablesvc.storage import LocalStorage
 
-COMMANDS = (cmd_init, cmd_timeline, cmd_fsview)
+COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read)
 
 
 def common_options() -> argparse.ArgumentParser:

@@ -32,6 +32,7 @@ class TableSpec:
     merge_mode: MergeMode | None = None
     database: str = "default"
     create_schema: str | None = None
+    num_buckets: int = 4   # bucket index: file groups per partition, fixed at creation
 
     def validate(self) -> None:
         if not _NAME.match(self.name):
@@ -43,6 +44,8 @@ class TableSpec:
                 raise InvalidInputError(f"field name {f!r} is not a valid column name")
         if self.table_version not in SUPPORTED_VERSIONS:
             raise InvalidInputError(f"table version {self.table_version}: choose one of 6, 8, 9")
+        if not 1 <= self.num_buckets <= 100_000:
+            raise InvalidInputError(f"hoodie.bucket.index.num.buckets: {self.num_buckets} is not between 1 and 100000")
         if self.merge_mode is MergeMode.CUSTOM:
             raise InvalidInputError("merge mode CUSTOM needs a Java merger class; use EVENT_TIME_ORDERING or "
                                     "COMMIT_TIME_ORDERING")
@@ -85,6 +88,11 @@ def table_properties(spec: TableSpec) -> dict[str, str]:
         "hoodie.compaction.payload.class": mode.payload_class,
         "hoodie.table.metadata.partitions": "",
         "hoodie.table.metadata.partitions.inflight": "",
+        # The bucket index: a record's file group is a hash of its key, so writers need
+        # no lookup.  Java writers honour these keys as write configs; readers ignore them.
+        "hoodie.index.type": "BUCKET",
+        "hoodie.bucket.index.num.buckets": str(spec.num_buckets),
+        "hoodie.bucket.index.hash.field": ",".join(spec.record_key_fields),
     }
     if spec.ordering_field:
         # v9 (Hudi 1.1) renamed the key; hudi-rs and Java read either.

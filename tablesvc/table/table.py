@@ -78,3 +78,29 @@ class Table:
     def latest_file_slices(self, as_of: str | None = None, partition: str | None = None) -> list[FileSlice]:
         view = self.file_system_view()
         return view.latest_file_slices(self.storage, as_of, partition)
+
+    # -- data (Spark) ------------------------------------------------------------------------
+    # Imported lazily: opening a table and reading its timeline needs no Spark.
+    def write(self, df, operation: str = "upsert", **options):
+        """Write a Spark DataFrame (insert, upsert or delete); returns a ``WriteResult`` or
+        ``None`` when there was nothing to write."""
+        from tablesvc.spark.write_job import write_dataframe
+
+        return write_dataframe(self, df, operation, **options)
+
+    def insert(self, df, **options):
+        return self.write(df, "insert", **options)
+
+    def upsert(self, df, **options):
+        return self.write(df, "upsert", **options)
+
+    def delete(self, df, **options):
+        """Delete the keys in ``df`` (record key columns, plus partition columns when partitioned)."""
+        return self.write(df, "delete", **options)
+
+    def read(self, as_of: str | None = None, columns: tuple[str, ...] | list[str] | None = None, spark=None):
+        """The table as a Spark DataFrame: the latest snapshot, or as of an instant (time travel)."""
+        from tablesvc.spark.read_job import read_dataframe
+        from tablesvc.spark.session import get_spark
+
+        return read_dataframe(spark or get_spark(), self, as_of, tuple(columns) if columns else None)

@@ -1,0 +1,110 @@
+"""Which log blocks of a file slice take part in a read.
+
+Log files are scanned in reader order and blocks in file order.  A data or delete
+block is *used* unless one of these applies (checked in this order):
+
+1. its ``INSTANT_TIME`` is after ``ctx.as_of`` (time travel)            -> skipped
+2. a rollback command block (itself at or before ``as_of``) anywhere in the slice's
+   log files targets its instant                                         -> rolled back
+3. its instant is neither completed nor older than the active timeline -> skipped
+   (a failed or still running write)
+4. a *used* log-compacted block lists its instant in ``COMPACTED_BLOCK_TIMES``
+   (transitively: a compaction of compactions lists the earlier compaction) -> superseded
+
+Corrupt spans: a span with no valid block after it in the same file is a torn
+append (the writer died) and is ignored; so is a span directly followed by a
+rollback command block (the rollback discards the failed append, as Java does).  Any
+other corrupt span would hide data written after it, so it raises
+``CorruptLogBlockError`` naming the file and offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tablesvc.errors import CorruptLogBlockError, LogFormatError
+from tablesvc.logformat import BlockType, LogBlock, LogFileContents, read_log_file
+from tablesvc.merge.context import ReadContext
+from timeline.storage import Storage
+
+
+@dataclass(frozen=True)
+class SelectedBlock:
+    path: str
+    block: LogBlock
+
+
+@dataclass(frozen=True)
+class BlockSelection:
+    blocks: tuple[SelectedBlock, ...]        # data and delete blocks to merge, in reader order
+    log_files: int = 0
+    skipped: int = 0
+    rolled_back: int = 0
+    superseded: int = 0
+    command_blocks: int = 0
+    corrupt_spans: int = 0
+
+
+def _check_corrupt(contents: LogFileContents) -> int:
+    """Count tolerable corrupt spans of one file; raise on one that hides later blocks."""
+    tolerated = 0
+    for span in contents.corrupt:
+        after = [b for b in contents.blocks if b.offset >= span.end]
+        if not after or after[0].is_rollback:
+            tolerated += 1
+            continue
+        raise CorruptLogBlockError(f"{span.describe(contents.path)}; {len(after)} valid block(s) follow it "
+                                   f"(first at offset {after[0].offset}), refusing to drop data")
+    return tolerated
+
+
+def select_from_contents(contents: list[LogFileContents], ctx: ReadContext) -> BlockSelection:
+    """Block selection over already framed log files (in reader order)."""
+    corrupt = sum(_check_corrupt(c) for c in contents)
+    ordered: list[SelectedBlock] = []
+    rollback_targets: set[str] = set()
+    commands = 0
+    for c in contents:
+        for block in c.blocks:
+            if block.block_type == BlockType.COMMAND:
+                commands += 1
+                if block.is_rollback and ctx.within_as_of(block.instant_time) and block.target_instant_time:
+                    rollback_targets.add(block.target_instant_time)
+                continue
+            if block.block_type in (BlockType.HFILE_DATA, BlockType.CDC_DATA):
+                raise LogFormatError(f"{c.path}: {block.block_type.name} block at offset {block.offset} "
+                                     "is not supported by the merge reader")
+            ordered.append(SelectedBlock(c.path, block))
+
+    skipped = rolled_back = 0
+    valid: list[SelectedBlock] = []
+    for sb in ordered:
+        instant = sb.block.instant_time
+        if not ctx.within_as_of(instant):
+            skipped += 1
+        elif instant in rollback_targets:
+            rolled_back += 1
+        elif not ctx.is_committed(instant):
+            skipped += 1
+        else:
+            valid.append(sb)
+
+    covered: set[str] = set()
+    for sb in valid:
+        covered.update(sb.block.compacted_block_times)
+    superseded = 0
+    used: list[SelectedBlock] = []
+    for sb in valid:
+        if sb.block.instant_time in covered:
+            superseded += 1
+        else:
+            used.append(sb)
+    return BlockSelection(tuple(used), len(contents), skipped, rolled_back, superseded, commands, corrupt)
+
+
+def select_blocks(storage: Storage, log_paths: tuple[str, ...] | list[str], ctx: ReadContext) -> BlockSelection:
+    """Read and frame each log file, then select its blocks (see the module doc)."""
+    return select_from_contents([read_log_file(storage, p) for p in log_paths], ctx)
+
+
+__all__ = ["BlockSelection", "SelectedBlock", "select_blocks", "select_from_contents"]

@@ -1,0 +1,134 @@
+"""The one Arrow schema every slice read returns, and aligning tables to it.
+
+Output = the five ``_hoodie_*`` meta columns (utf8), then the table's data columns
+from its Avro schema, then projected by ``ReadContext.columns``.  Files written
+before a column was added read it as nulls; columns the table schema does not
+know are dropped; types are cast (struct children by name, recursively).  All
+output fields are nullable, so slices of different ages always concatenate.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tablesvc.errors import InvalidInputError, LogFormatError
+from tablesvc.logformat import avro_schema_to_arrow
+from tablesvc.merge.context import ReadContext
+
+COMMIT_TIME = "_hoodie_commit_time"
+COMMIT_SEQNO = "_hoodie_commit_seqno"
+RECORD_KEY = "_hoodie_record_key"
+PARTITION_PATH = "_hoodie_partition_path"
+FILE_NAME = "_hoodie_file_name"
+META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
+
+
+def _nullable(field: pa.Field) -> pa.Field:
+    return field.with_nullable(True)
+
+
+@lru_cache(maxsize=32)
+def _data_fields(schema_json: str | None) -> tuple[pa.Field, ...]:
+    if not schema_json:
+        return ()
+    try:
+        arrow = avro_schema_to_arrow(schema_json)
+    except (LogFormatError, ValueError) as exc:
+        raise InvalidInputError(f"table schema does not map to Arrow: {exc}") from exc
+    return tuple(_nullable(f) for f in arrow if f.name not in META_COLUMNS)
+
+
+def table_schema(ctx: ReadContext) -> pa.Schema:
+    """Meta columns + every data column (no projection): what merging works on."""
+    meta = [pa.field(n, pa.utf8(), nullable=True) for n in META_COLUMNS]
+    return pa.schema(meta + list(_data_fields(ctx.table_schema_json)))
+
+
+def output_schema(ctx: ReadContext) -> pa.Schema:
+    """The schema of every slice read under ``ctx``."""
+    full = table_schema(ctx)
+    if ctx.columns is None:
+        return full
+    missing = [c for c in ctx.columns if full.get_field_index(c) < 0]
+    if missing:
+        raise InvalidInputError(f"{ctx.base_path}: unknown column(s) {', '.join(missing)}; "
+                                f"the table has {', '.join(full.names)}")
+    return pa.schema([full.field(c) for c in ctx.columns])
+
+
+def work_schema(ctx: ReadContext) -> pa.Schema:
+    """Output columns plus what merging needs (record key, commit time, ordering field)."""
+    full = table_schema(ctx)
+    if ctx.columns is None:
+        return full
+    wanted = set(ctx.columns) | {COMMIT_TIME, ctx.record_key_field}
+    if ctx.ordering_field:
+        wanted.add(ctx.ordering_field)
+    return pa.schema([f for f in full if f.name in wanted])
+
+
+# -- alignment -----------------------------------------------------------------------------
+
+def _combine(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    return arr
+
+
+def align_array(arr: pa.Array | pa.ChunkedArray, target: pa.DataType, what: str = "") -> pa.Array:
+    """``arr`` as ``target``: cast, struct children matched by name (missing -> null, extra dropped)."""
+    arr = _combine(arr)
+    if arr.type == target:
+        return arr
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), target)
+    if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
+        children = []
+        names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        for i in range(target.num_fields):
+            tf = target.field(i)
+            if tf.name in names:
+                child = arr.field(names.index(tf.name))
+                children.append(align_array(child, tf.type, f"{what}.{tf.name}"))
+            else:
+                children.append(pa.nulls(len(arr), tf.type))
+        mask = arr.is_null() if arr.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if (pa.types.is_list(target) or pa.types.is_large_list(target)) and \
+            (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        values = align_array(arr.flatten(), target.value_type, f"{what}[]")
+        if arr.offset or arr.null_count:
+            # flatten() drops null slots' children; rebuild offsets from the value lengths.
+            otype = pa.int32() if pa.types.is_list(target) else pa.int64()
+            lengths = pc.fill_null(pc.list_value_length(arr), 0).cast(otype)
+            offsets = pa.concat_arrays([pa.array([0], otype), pc.cumulative_sum(lengths)])
+        else:
+            offsets = arr.offsets
+        cls = pa.ListArray if pa.types.is_list(target) else pa.LargeListArray
+        out = cls.from_arrays(offsets, values, type=target, mask=arr.is_null() if arr.null_count else None)
+        return out
+    try:
+        safe = not (pa.types.is_timestamp(target) and pa.types.is_timestamp(arr.type))
+        return pc.cast(arr, target, safe=safe)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InvalidInputError(f"column {what or '?'}: cannot read {arr.type} as the table type {target}: {exc}") \
+            from exc
+
+
+def align_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns, in order (missing -> nulls, extra dropped)."""
+    names = table.column_names
+    columns = []
+    for field in schema:
+        if field.name in names:
+            columns.append(align_array(table.column(field.name), field.type, field.name))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+__all__ = ["COMMIT_SEQNO", "COMMIT_TIME", "FILE_NAME", "META_COLUMNS", "PARTITION_PATH", "RECORD_KEY",
+           "align_array", "align_table", "output_schema", "table_schema", "work_schema"]

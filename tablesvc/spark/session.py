@@ -1,0 +1,71 @@
+"""Spark sessions from the YAML profiles in ``spark_conf/``.
+
+``get_spark()`` reuses the active session (so inline services after a write cost no
+second start-up), else builds one from a profile: ``local`` by default, or the name in
+``TABLESVC_SPARK_PROFILE``, or a path to a YAML file.  ``spark.*`` keys given with
+``--conf`` override the profile.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import resources
+from typing import Mapping
+
+import yaml
+
+from tablesvc.errors import ConfigError
+
+DEFAULT_PROFILE = "local"
+
+
+def load_profile(profile: str | None = None) -> dict[str, str]:
+    name = profile or os.environ.get("TABLESVC_SPARK_PROFILE") or DEFAULT_PROFILE
+    if name.endswith((".yaml", ".yml")) or os.sep in name:
+        try:
+            with open(name, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"Spark profile {name}: cannot read ({e.strerror})") from None
+    else:
+        try:
+            text = resources.files("spark_conf").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"Spark profile {name!r}: no spark_conf/{name}.yaml") from None
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"Spark profile {name}: expected a mapping of spark.* keys")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in data.items()}
+
+
+def get_spark(profile: str | None = None, overrides: Mapping[str, str] | None = None):
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    conf = load_profile(profile)
+    conf.update({k: v for k, v in (overrides or {}).items() if k.startswith("spark.")})
+    if conf.get("spark.master", "").startswith("local"):
+        # Local Python workers must run the driver's interpreter (the one with pyarrow).
+        # PySpark reads PYSPARK_PYTHON when it starts the context.
+        os.environ.setdefault("PYSPARK_PYTHON", conf.get("spark.pyspark.python", sys.executable))
+    log_config = resources.files("spark_conf").joinpath("log4j2.properties")
+    conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def task_identity() -> tuple[int, int, int]:
+    """(partition id, stage id, attempt number) of the running Spark task: Hudi's write token parts."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, 0, 0
+    return ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()
