@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench check-java clean
+.PHONY: test demo bench bench-io check-java clean
 
 $(STAMP): setup.py
 	@$(MAKE) --no-print-directory check-java
@@ -28,6 +28,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m pytest -m benchmark tests/benchmarks $(PYTEST_ARGS)
+
+bench-io: $(STAMP)
+	$(PY) tests/benchmarks/bench_write_read.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

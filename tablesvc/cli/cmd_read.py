@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     columns = tuple(c.strip() for c in args.columns.split(",") if c.strip()) if args.columns else None
     from tablesvc.spark.session import get_spark
 
-    spark = get_spark(args.spark_profile, args.service_config.as_dict())
+    spark = get_spark(args.spark_profile, args.service_config.as_dict(), quiet=not args.debug)
     df = table.read(as_of=args.as_of, columns=columns, spark=spark)
     if args.output:
         write_output(df, args.output)

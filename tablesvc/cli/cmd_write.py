@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = _format(args.input, args.input_format)
     from tablesvc.spark.session import get_spark
 
-    spark = get_spark(args.spark_profile, args.service_config.as_dict())
+    spark = get_spark(args.spark_profile, args.service_config.as_dict(), quiet=not args.debug)
     reader = spark.read.format(fmt)
     if fmt == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")

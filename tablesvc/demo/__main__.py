@@ -1,8 +1,13 @@
-"""Show what tablesvc sees in real Hudi tables: config, timeline and latest file slices.
+"""The demo, on an embedded default with no arguments:
 
-With no arguments it walks every table in ``../shared/fixtures/hudi-rs/tables`` (the
-tables Apache Hudi wrote); where that folder is absent it builds a small sample table
-of its own and shows that.  ``python -m tablesvc.demo PATH ...`` shows given tables.
+1. a sample MOR table (300,000 rows, five partitions) written through Spark with an
+   insert, an upsert and a delete batch, then its timeline, file slices and a read,
+   checked against hudi-rs;
+2. every table in ``../shared/fixtures/hudi-rs/tables`` (tables Apache Hudi wrote):
+   config, timeline and latest file slices.  Where that folder is absent, a small table
+   built without Spark is shown instead.
+
+``python -m tablesvc.demo PATH ...`` shows given tables only.
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ def show(path: str) -> None:
 def main(argv: list[str]) -> int:
     paths = argv
     if not paths:
+        from tablesvc.demo.spark_story import run_story
+
+        target = os.path.join(tempfile.mkdtemp(prefix="tablesvc-demo-"), "trips")
+        say("== 1. A MOR table written and read through Spark")
+        run_story(target)
+        say("\n== 2. Tables Apache Hudi wrote, as tablesvc sees them")
         if FIXTURE_TABLES.is_dir():
             say(f"Tables written by Apache Hudi, from {FIXTURE_TABLES}")
             paths = [str(p) for p in sorted(FIXTURE_TABLES.iterdir()) if p.is_dir()]

@@ -39,12 +39,35 @@ def load_profile(profile: str | None = None) -> dict[str, str]:
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in data.items()}
 
 
-def get_spark(profile: str | None = None, overrides: Mapping[str, str] | None = None):
+def send_jvm_output_to_log(log_path: str | None = None) -> str:
+    """Give the JVM (and Spark's Python workers) a log file as stderr; keep Python's own stderr.
+
+    The JVM and its children inherit file descriptor 2, so it is pointed at a log file,
+    while ``sys.stderr`` moves to a duplicate of the original descriptor.  The CLI's
+    one-line errors stay alone on the terminal; Spark's start-up notes and progress go
+    to the log (``TABLESVC_SPARK_LOG``, default ``<tmp>/tablesvc-spark.log``).
+    """
+    import tempfile
+
+    path = log_path or os.environ.get("TABLESVC_SPARK_LOG") or os.path.join(tempfile.gettempdir(),
+                                                                             "tablesvc-spark.log")
+    sys.stderr.flush()
+    original = os.dup(2)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.stderr = os.fdopen(original, "w", buffering=1)
+    return path
+
+
+def get_spark(profile: str | None = None, overrides: Mapping[str, str] | None = None, *, quiet: bool = False):
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if quiet:
+        send_jvm_output_to_log()
     conf = load_profile(profile)
     conf.update({k: v for k, v in (overrides or {}).items() if k.startswith("spark.")})
     if conf.get("spark.master", "").startswith("local"):

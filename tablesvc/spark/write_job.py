@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -125,9 +125,9 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
             target = FileGroupTarget(partition, new_file_id(), False, None, None, ())
         records = combine_in_batch(group.drop_columns([FG_COLUMN]), ordering_field)
         keep = [c for c in records.column_names if c in data_columns or c in (KEY, PARTITION)]
-        task_partition, _stage, attempt = task_identity()
-        stats = write_file_group(storage_for(ctx.base_path), ctx, target, records.select(keep),
-                                 task_partition, attempt)
+        task_partition, stage, attempt = task_identity()
+        stats = write_file_group(storage_for(ctx.base_path), replace(ctx, stage_id=stage), target,
+                                 records.select(keep), task_partition, attempt)
         return pa.table({"partition": [partition] * len(stats),
                          "stat": [json.dumps(s.to_avro(), default=str) for s in stats]})
     return run
