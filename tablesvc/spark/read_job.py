@@ -48,15 +48,20 @@ def spark_schema(ctx: ReadContext):
     return from_arrow_schema(output_schema(ctx))
 
 
-def read_dataframe(spark, table, as_of: str | None = None, columns: tuple[str, ...] | None = None):
-    """The table (snapshot, or as of an instant) as a Spark DataFrame."""
+def specs_dataframe(spark, specs: tuple[SliceSpec, ...] | list[SliceSpec]):
+    """A one-column DataFrame (``spec``: a pickled ``SliceSpec``), one partition per slice
+    up to ``MAX_READ_TASKS``: the input of every per-slice Spark job."""
     from pyspark.sql.types import BinaryType, StructField, StructType
 
+    rows = [(pickle.dumps(spec),) for spec in specs]
+    rdd = spark.sparkContext.parallelize(rows, max(1, min(len(rows), MAX_READ_TASKS)))
+    return spark.createDataFrame(rdd, StructType([StructField("spec", BinaryType(), False)]))
+
+
+def read_dataframe(spark, table, as_of: str | None = None, columns: tuple[str, ...] | None = None):
+    """The table (snapshot, or as of an instant) as a Spark DataFrame."""
     plan = plan_read(table, as_of, columns)
     schema = spark_schema(plan.context)
     if not plan.slices:
         return spark.createDataFrame([], schema)
-    rows = [(pickle.dumps(spec),) for spec in plan.slices]
-    rdd = spark.sparkContext.parallelize(rows, min(len(rows), MAX_READ_TASKS))
-    specs = spark.createDataFrame(rdd, StructType([StructField("spec", BinaryType(), False)]))
-    return specs.mapInArrow(_read_specs(plan.context), schema)
+    return specs_dataframe(spark, plan.slices).mapInArrow(_read_specs(plan.context), schema)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import json
+import pickle
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -31,7 +32,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tablesvc.errors import InvalidInputError, UnsupportedTableError
+from tablesvc.fsview.names import new_file_id
+from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
+from tablesvc.spark.read_job import specs_dataframe
 from tablesvc.spark.session import task_identity
 from tablesvc.storage import storage_for
 from tablesvc.write import (BucketSpec, FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id,
@@ -115,14 +119,11 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
         partition = group.column(PARTITION)[0].as_py()
         fg = group.column(FG_COLUMN)[0].as_py()
         if bucket is not None:
-            target = targets.get((partition, fg)) or FileGroupTarget(
-                partition, bucket_file_id(int(fg)), False, None, None, ())
+            target = targets.get((partition, fg)) or FileGroupTarget.new(partition, bucket_file_id(int(fg)))
         elif fg:
             target = targets[(partition, fg)]
-        else:
-            from tablesvc.fsview.names import new_file_id
-
-            target = FileGroupTarget(partition, new_file_id(), False, None, None, ())
+        else:  # keys the lookup did not find (or an insert): one new file group per partition
+            target = FileGroupTarget.new(partition, new_file_id())
         records = combine_in_batch(group.drop_columns([FG_COLUMN]), ordering_field)
         keep = [c for c in records.column_names if c in data_columns or c in (KEY, PARTITION)]
         task_partition, stage, attempt = task_identity()
@@ -133,42 +134,38 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
     return run
 
 
+def _slice_keys(ctx: ReadContext):
+    """Per slice: (partition, record key, file id) of every live record, for the lookup join."""
+    def run(batches):
+        storage = storage_for(ctx.base_path)
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                spec = pickle.loads(blob)
+                keys = read_file_slice(storage, spec, ctx).column(KEY).combine_chunks()
+                n = len(keys)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([spec.partition] * n, pa.string()), keys, pa.array([spec.file_id] * n, pa.string())],
+                    names=["_lk_partition", "_lk_key", "_lk_fg"])
+    return run
+
+
 def _lookup_targets(spark, table, view_slices, keyed, partitions: set[str]):
-    """Lookup index for tables without a bucket index: join keys with the latest slices' keys."""
-    from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+    """Lookup index for tables without a bucket index: join the batch's keys with the keys of
+    the latest slices of the partitions it touches; unmatched keys get ``NEW_GROUP``."""
+    from pyspark.sql import functions as F
 
     slices = [s for s in view_slices if s.partition in partitions]
     if not slices:
-        return keyed, {}
+        return keyed.withColumn(FG_COLUMN, F.lit(NEW_GROUP)), {}
+    targets = {(s.partition, s.file_id): FileGroupTarget.from_slice(s) for s in slices}
     ctx = ReadContext.for_table(table, columns=(KEY,))
-    targets = {(s.partition, s.file_id): _existing_target(s) for s in slices}
-    rows = [(s.partition, s.file_id, SliceSpec.from_file_slice(s)) for s in slices]
-
-    def keys_of(batches):
-        storage = storage_for(ctx.base_path)
-        import pickle
-        for batch in batches:
-            for part, fid, blob in zip(*(batch.column(i).to_pylist() for i in range(3))):
-                keys = read_file_slice(storage, pickle.loads(blob), ctx).column(KEY)
-                yield pa.RecordBatch.from_arrays([pa.array([part] * len(keys), pa.string()), keys.combine_chunks(),
-                                                  pa.array([fid] * len(keys), pa.string())],
-                                                 names=["_lk_partition", "_lk_key", "_lk_fg"])
-
-    import pickle
-    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
-
-    spec_df = spark.createDataFrame(
-        spark.sparkContext.parallelize([(p, f, pickle.dumps(s)) for p, f, s in rows], min(len(rows), 2000)),
-        StructType([StructField("p", StringType()), StructField("f", StringType()), StructField("s", BinaryType())]))
-    existing = spec_df.mapInArrow(keys_of, "_lk_partition string, _lk_key string, _lk_fg string")
-    from pyspark.sql import functions as F
-
+    existing = specs_dataframe(spark, [SliceSpec.from_file_slice(s) for s in slices]).mapInArrow(
+        _slice_keys(ctx), "_lk_partition string, _lk_key string, _lk_fg string")
     base = keyed.drop(FG_COLUMN)
     joined = base.join(existing, (base[PARTITION] == existing["_lk_partition"]) & (base[KEY] == existing["_lk_key"]),
                        "left")
-    joined = joined.withColumn(FG_COLUMN, F.coalesce(F.col("_lk_fg"), F.lit(NEW_GROUP))).drop(
-        "_lk_partition", "_lk_key", "_lk_fg")
-    return joined, targets
+    return (joined.withColumn(FG_COLUMN, F.coalesce(F.col("_lk_fg"), F.lit(NEW_GROUP)))
+            .drop("_lk_partition", "_lk_key", "_lk_fg")), targets
 
 
 def _check_no_null_keys(df, key_fields) -> None:
@@ -191,12 +188,6 @@ def _abort(table, instant) -> None:
                              join(table.base_path, file_name))
     delete_markers(table.storage, table.base_path, instant.timestamp)
     table.timeline_writer.remove_pending(instant)
-
-
-def _existing_target(s) -> FileGroupTarget:
-    return FileGroupTarget(s.partition, s.file_id, True, s.base_instant,
-                           s.base_file.file_name if s.base_file else None,
-                           tuple(lf.file_name for lf in s.log_files))
 
 
 def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
@@ -247,12 +238,19 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
             for s in view_slices:
                 b = bucket_of_file_id(s.file_id)
                 if b is not None:
-                    targets[(s.partition, str(b))] = _existing_target(s)
+                    targets[(s.partition, str(b))] = FileGroupTarget.from_slice(s)
         elif op is Operation.INSERT:
             targets = {}
         else:
             partitions = {r[0] for r in keyed.select(PARTITION).distinct().collect()}
             keyed, targets = _lookup_targets(spark, table, view_slices, keyed, partitions)
+        if cfg.version < 8:
+            # Compaction, v6 only (docs/compaction.md): a file group in a pending compaction plan C
+            # takes its new log into slice C (named with base instant C), or C's completion would hide
+            # it.  v8/v9 need nothing: a log joins the slice its completion time falls into.
+            from tablesvc.services.compaction.planner import v6_pending_compaction_targets
+
+            targets = v6_pending_compaction_targets(table, targets)
         ctx = WriteContext(base_path=table.base_path, table_name=cfg.name, table_version=cfg.version,
                            instant=instant.timestamp, data_schema_json=data_schema,
                            ordering_field=cfg.ordering_field, log_block_format=log_block_format,
