@@ -9,17 +9,18 @@ nothing to do, 1 runtime failure, 2 invalid usage or input, 3 conflict (retry la
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from typing import Sequence
 
 from tablesvc import __version__
-from tablesvc.cli import cmd_fsview, cmd_init, cmd_read, cmd_timeline, cmd_write
+from tablesvc.cli import cmd_clean, cmd_fsview, cmd_init, cmd_read, cmd_timeline, cmd_write
 from tablesvc.config import load_config
 from tablesvc.errors import TablesvcError
 from tablesvc.storage import LocalStorage
 
-COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read)
+COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read, cmd_clean)
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -46,7 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.service_config = load_config(LocalStorage(), conf_pairs=args.conf, config_file=args.config)
+        table_path = getattr(args, "path", None)
+        if table_path and not os.path.isdir(os.path.join(table_path, ".hoodie")):
+            table_path = None  # not a table (yet): the command reports that itself
+        args.service_config = load_config(LocalStorage(), conf_pairs=args.conf, config_file=args.config,
+                                          table_path=table_path)
         return int(args.run(args) or 0)
     except TablesvcError as e:
         if args.debug:

@@ -1,0 +1,45 @@
+"""``tablesvc clean run|list PATH [--dry-run] [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+
+from tablesvc.cli.output import print_json, print_table, say
+from tablesvc.table import Table
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("clean", parents=[common], help="delete file slices no longer needed",
+                       description="Plan and run a clean with hoodie.cleaner.policy (default KEEP_LATEST_COMMITS), "
+                                   "or list past cleans.")
+    p.add_argument("verb", choices=["run", "list"])
+    p.add_argument("path", help="table base path")
+    p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tablesvc.services.clean import list_cleans, run_clean
+
+    table = Table.open(args.path)
+    if args.verb == "list":
+        rows = list_cleans(table)
+        if args.json:
+            print_json(rows)
+        elif rows:
+            print_table(rows, ["instant", "state", "policy", "files_deleted", "earliest_commit_to_retain"])
+        else:
+            say("no cleans on the timeline")
+        return 0
+    results = run_clean(table, args.service_config, dry_run=args.dry_run)
+    if args.json:
+        print_json([r.as_dict() for r in results])
+        return 0
+    for r in results:
+        files = r.metrics.get("files", ())
+        shown = {k: v for k, v in r.metrics.items() if k != "files"}
+        say(type(r)(r.action, r.status, r.instant, r.reason, shown).render())
+        for f in files or ():
+            say(f"  would delete {f}")
+    return 0

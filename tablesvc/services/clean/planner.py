@@ -1,0 +1,184 @@
+"""Planning a clean: which file slices no reader or pending service needs any more.
+
+Policies (``hoodie.cleaner.policy``):
+
+* KEEP_LATEST_COMMITS (``hoodie.cleaner.commits.retained``, 10): with n completed writes
+  (commits, delta commits, replace commits, compaction commits) and n > retained, the
+  earliest commit to retain (ECTR) is the (n - retained)-th.  Per file group, keep every
+  slice based at or after the ECTR and the latest slice based before it (what a reader
+  at the ECTR uses); older slices go.
+* KEEP_LATEST_BY_HOURS (``hoodie.cleaner.hours.retained``, 24): the ECTR is the first
+  completed write at or after now - hours (table timezone, injected clock); same rule.
+* KEEP_LATEST_FILE_VERSIONS (``hoodie.cleaner.fileversions.retained``, 3): keep the
+  newest N slices of every file group (N - 1 when a pending compaction reserves one).
+
+Always kept: the latest slice of every file group; slices a pending compaction or log
+compaction reads; files a savepoint holds.  File groups replaced before the ECTR go
+entirely.  The ECTR never passes the earliest pending write or compaction.
+Planning is incremental: with a previous clean, only partitions written by instants
+between its ECTR and the new one are scanned (``hoodie.cleaner.incremental.mode``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tablesvc.config.loader import ServiceConfig
+from tablesvc.config.registry import CleanerPolicy
+from tablesvc.fsview.view import FileGroup, FileSlice, FileSystemView
+from timeline.active import Timeline, WRITE_ACTIONS
+from timeline.instant import Action, Instant
+from timeline.instant_time import format_instant, resolve_timezone
+from timeline.payloads import ActionInstant, CleanFileInfo, CleanerPlan, CleanMetadata, CompactionPlan
+from timeline.storage import join
+
+
+@dataclass(frozen=True)
+class CleanConfig:
+    policy: CleanerPolicy
+    commits_retained: int
+    file_versions_retained: int
+    hours_retained: float
+    incremental: bool
+
+    @classmethod
+    def from_service_config(cls, config: ServiceConfig) -> "CleanConfig":
+        return cls(CleanerPolicy(config.get("hoodie.cleaner.policy")),
+                   config.get("hoodie.cleaner.commits.retained"),
+                   config.get("hoodie.cleaner.fileversions.retained"),
+                   config.get("hoodie.cleaner.hours.retained"),
+                   config.get("hoodie.cleaner.incremental.mode"))
+
+
+@dataclass(frozen=True)
+class PlannedClean:
+    plan: CleanerPlan | None      # None: nothing to record
+    reason: str
+    files: int
+    partitions_scanned: int
+
+
+def _earliest_commit_to_retain(timeline: Timeline, cfg: CleanConfig, now_ms: int, tz) -> Instant | None:
+    completed = timeline.completed_writes()
+    if cfg.policy is CleanerPolicy.KEEP_LATEST_COMMITS:
+        ectr = completed[len(completed) - cfg.commits_retained] if len(completed) > cfg.commits_retained else None
+    elif cfg.policy is CleanerPolicy.KEEP_LATEST_BY_HOURS:
+        cutoff = format_instant(now_ms - int(cfg.hours_retained * 3_600_000), tz)
+        later = [i for i in completed if i.timestamp >= cutoff]
+        if not later:   # every commit is older than the window: retain only what the latest needs
+            ectr = completed[-1] if completed else None
+        else:
+            ectr = later[0] if later[0] is not completed[0] else None
+    else:
+        return None
+    pending = timeline.pending(*WRITE_ACTIONS, Action.COMPACTION, Action.LOG_COMPACTION)
+    if ectr is not None and pending and pending[0].timestamp < ectr.timestamp:
+        # A pending write or compaction may still need what it started from.
+        earlier = [i for i in completed if i.timestamp < pending[0].timestamp]
+        ectr = earlier[-1] if earlier else None
+    return ectr
+
+
+def _previous_clean(table, timeline: Timeline) -> CleanMetadata | None:
+    done = timeline.completed(Action.CLEAN)
+    return timeline.payload(table.storage, done[-1]) if done else None
+
+
+def _partitions_written(table, timeline: Timeline, start: str, end: str) -> set[str]:
+    """Partitions written or replaced by completed writes with start <= instant < end."""
+    out: set[str] = set()
+    for instant in timeline.completed_writes():
+        if start <= instant.timestamp < end:
+            md = timeline.commit_metadata(table.storage, instant)
+            out.update(md.partitions())
+            out.update(p for p, _ in md.replaced_file_ids())
+    return out
+
+
+def _reserved_slices(table, timeline: Timeline) -> set[tuple[str, str, str]]:
+    """(partition, file id, base instant) of slices pending compactions or log compactions read."""
+    out = set()
+    for instant in timeline.pending(Action.COMPACTION, Action.LOG_COMPACTION):
+        plan = timeline.plan_of(table.storage, instant)
+        if isinstance(plan, CompactionPlan):
+            for op in plan.operations or ():
+                out.add((op.partition_path or "", op.file_id or "", op.base_instant_time or ""))
+    return out
+
+
+def _savepointed_files(table, timeline: Timeline) -> set[str]:
+    files: set[str] = set()
+    for instant in timeline.completed(Action.SAVEPOINT):
+        md = timeline.payload(table.storage, instant)
+        for names in (getattr(md, "partition_metadata", None) or {}).values():
+            files.update(names)
+    return files
+
+
+def _slices_to_delete(group: FileGroup, cfg: CleanConfig, ectr: Instant | None,
+                      reserved: set[tuple[str, str, str]]) -> list[FileSlice]:
+    newest_first = list(reversed(group.slices))
+    doomed: list[FileSlice] = []
+    if cfg.policy is CleanerPolicy.KEEP_LATEST_FILE_VERSIONS:
+        keep = cfg.file_versions_retained
+        if any((group.partition, group.file_id, s.base_instant) in reserved for s in newest_first):
+            keep = max(1, keep - 1)
+        doomed = newest_first[keep:]
+    elif ectr is not None:
+        # Keep every slice based at or after the ECTR, and the newest one before it (what a
+        # reader at the ECTR uses; it may be the latest slice itself).  The rest go.
+        before = [s for s in newest_first if s.base_instant < ectr.timestamp]
+        doomed = [s for s in before[1:] if s is not newest_first[0]]
+    return [s for s in doomed if (group.partition, group.file_id, s.base_instant) not in reserved]
+
+
+def plan_clean(table, config: ServiceConfig, timeline: Timeline | None = None) -> PlannedClean:
+    cfg = CleanConfig.from_service_config(config)
+    timeline = timeline or table.timeline()
+    tz = resolve_timezone(table.config.timezone)
+    ectr = _earliest_commit_to_retain(timeline, cfg, table.clock.now_ms(), tz)
+    previous = _previous_clean(table, timeline)
+    prev_ectr = previous.earliest_commit_to_retain if previous else ""
+    if cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS and ectr is None:
+        n = len(timeline.completed_writes())
+        why = (f"{n} completed commits <= {cfg.commits_retained} retained (KEEP_LATEST_COMMITS)"
+               if cfg.policy is CleanerPolicy.KEEP_LATEST_COMMITS else
+               f"no completed commit is older than {cfg.hours_retained} hours (KEEP_LATEST_BY_HOURS)")
+        return PlannedClean(None, f"nothing to clean: {why}", 0, 0)
+    view = FileSystemView.build(table.storage, table.base_path, table.config, timeline)
+    partitions = set(view.partitions)
+    if cfg.incremental and prev_ectr and ectr is not None and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS:
+        partitions &= _partitions_written(table, timeline, prev_ectr, ectr.timestamp)
+    reserved = _reserved_slices(table, timeline)
+    savepointed = _savepointed_files(table, timeline)
+    replaced = view.replaced_file_ids(table.storage, ectr.timestamp if ectr else None) if ectr else set()
+    files: dict[str, list[str]] = {}
+    for group in view.groups:
+        if group.partition not in partitions:
+            continue
+        if (group.partition, group.file_id) in replaced:
+            doomed = list(group.slices)
+        else:
+            doomed = _slices_to_delete(group, cfg, ectr, reserved)
+        for s in doomed:
+            for name in s.file_names:
+                if name not in savepointed:
+                    files.setdefault(s.partition, []).append(join(table.base_path, s.partition, name)
+                                                             if s.partition else join(table.base_path, name))
+    count = sum(len(v) for v in files.values())
+    last = timeline.latest_completed(*WRITE_ACTIONS)
+    plan = CleanerPlan(
+        policy=cfg.policy.value,
+        earliest_instant_to_retain=ActionInstant(ectr.timestamp, ectr.action.value, "COMPLETED") if ectr else None,
+        last_completed_commit_timestamp=last.timestamp if last else "",
+        file_paths_to_be_deleted_per_partition={p: tuple(CleanFileInfo(f, False) for f in sorted(v))
+                                                for p, v in sorted(files.items())},
+        partitions_to_be_deleted=())
+    if count:
+        return PlannedClean(plan, f"{count} files in {len(files)} partitions", count, len(partitions))
+    if ectr is not None and ectr.timestamp != prev_ectr:
+        # Nothing to delete, but recording the clean moves the incremental window on.
+        return PlannedClean(plan, f"no files to delete; earliest commit to retain moves to {ectr.timestamp}",
+                            0, len(partitions))
+    return PlannedClean(None, "nothing to clean: every file group holds only slices that are retained",
+                        0, len(partitions))

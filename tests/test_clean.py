@@ -1,0 +1,183 @@
+"""Cleaning: policies, protections, incremental planning, crash recovery; hudi-rs reads the same rows."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hudi import HudiReadOptions, HudiTableBuilder
+
+from tablesvc.config import build_config
+from tablesvc.demo.sample_table import build_sample_table
+from tablesvc.fsview.names import BaseFileName
+from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+from tablesvc.services.clean import list_cleans, plan_clean, run_clean
+from tablesvc.services.result import Status
+from tablesvc.table import Table
+from tablesvc.write import FileGroupTarget, write_file_group, WriteContext
+from timeline.clock import ManualClock
+from timeline.instant import Action
+from timeline.payloads import (CommitMetadata, CompactionOperation, CompactionPlan, SavepointMetadata, WriteStat,
+                               encode_commit_metadata, encode_compaction_plan, encode_savepoint_metadata)
+from timeline.storage import join
+
+
+def hudi_rows(path) -> list[tuple]:
+    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
+    return sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.Table.from_batches(batches).to_pylist())
+
+
+def data_files(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file() and ".hoodie" not in p.parts
+            and not p.name.startswith(".hoodie_partition")}
+
+
+def compact_all(table: Table) -> str:
+    """What a compaction does, done by hand: merge every latest slice into a new base file."""
+    slices = table.latest_file_slices()
+    plan = CompactionPlan(operations=tuple(CompactionOperation(
+        s.base_instant, s.file_id, s.partition, s.base_file.file_name, tuple(lf.file_name for lf in s.log_files),
+        {"TOTAL_LOG_FILES_SIZE": 0.0}) for s in slices), version=2)
+    w = table.timeline_writer
+    c = w.start(w.request(Action.COMPACTION, encode_compaction_plan(plan)))
+    ctx = ReadContext.for_table(table)
+    stats = {}
+    for s in slices:
+        merged = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)
+        name = BaseFileName(s.file_id, "0-0-0", c.timestamp).name
+        merged = merged.set_column(4, "_hoodie_file_name", pa.array([name] * merged.num_rows, pa.string()))
+        pq.write_table(merged, join(table.base_path, s.partition, name))
+        stats.setdefault(s.partition, []).append(WriteStat(file_id=s.file_id, path=f"{s.partition}/{name}",
+                                                           prev_commit=s.base_instant, partition_path=s.partition,
+                                                           num_writes=merged.num_rows))
+    md = CommitMetadata({p: tuple(v) for p, v in stats.items()}, True, {"schema": table.schema()}, "COMPACT")
+    w.complete(c, encode_commit_metadata(md, table.config.layout))
+    return c.timestamp
+
+
+def update_one_group(table: Table, fare: float) -> str:
+    """A delta commit updating five records of one file group (a new log file)."""
+    s = sorted(table.latest_file_slices(), key=lambda s: s.partition)[0]
+    rows = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table)).slice(0, 5)
+    rows = rows.set_column(rows.schema.get_field_index("fare"), "fare", pa.array([fare] * 5))
+    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pc.add(rows.column("ts"), 10))
+    w = table.timeline_writer
+    d = w.start(w.request(Action.DELTA_COMMIT))
+    ctx = WriteContext(table.base_path, table.config.name, table.config.version, d.timestamp, table.schema(), "ts")
+    records = rows.drop_columns(["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"])
+    stats = write_file_group(table.storage, ctx, FileGroupTarget.from_slice(s), records, 0, 0)
+    md = CommitMetadata({s.partition: tuple(stats)}, False, {"schema": table.schema()}, "UPSERT")
+    w.complete(d, encode_commit_metadata(md, table.config.layout))
+    return d.timestamp
+
+
+def history(tmp_path, version):
+    """t1 insert, t2 update+delete (sample), C1 compaction, D3 update, C2 compaction, D4 update."""
+    table = build_sample_table(str(tmp_path / "t"), table_version=version).table
+    c1 = compact_all(table)
+    update_one_group(table, 1.5)
+    c2 = compact_all(table)
+    update_one_group(table, 2.5)
+    return Table.open(table.base_path), c1, c2
+
+
+def config(**values):
+    return build_config(conf={k: str(v) for k, v in values.items()})
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_keep_latest_commits_deletes_old_slices_and_readers_see_the_same_rows(tmp_path, version):
+    table, c1, c2 = history(tmp_path, version)
+    t1 = table.timeline().completed_writes()[0].timestamp
+    before_rows, before_files = hudi_rows(table.base_path), data_files(Path(table.base_path))
+    results = run_clean(table, config(**{"hoodie.cleaner.commits.retained": 2}))
+    assert [r.status for r in results] == [Status.DONE]
+    gone = before_files - data_files(Path(table.base_path))
+    # ECTR = C2: the C2 slices stay, C1 (the newest before it) stays, the t1 slices go.
+    assert results[0].metrics["earliest_commit_to_retain"] == c2
+    assert gone and all(t1 in f or (version == 8 and ".log." in f) for f in gone)
+    assert not any(c1 in f or c2 in f for f in gone)
+    assert hudi_rows(table.base_path) == before_rows
+    ours = sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.concat_tables(
+        [read_file_slice(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table))
+         for s in table.latest_file_slices()]).to_pylist())
+    assert ours == before_rows
+    # Planning again finds nothing and says why; the clean is listed with its ECTR.
+    again = run_clean(table, config(**{"hoodie.cleaner.commits.retained": 2}))
+    assert again[-1].status is Status.NOTHING_TO_DO and "retained" in again[-1].reason
+    assert [c["earliest_commit_to_retain"] for c in list_cleans(table)] == [c2]
+
+
+def test_retaining_one_commit_keeps_only_what_the_latest_reader_needs(tmp_path):
+    table, c1, c2 = history(tmp_path, 8)
+    before_rows = hudi_rows(table.base_path)
+    run_clean(table, config(**{"hoodie.cleaner.commits.retained": 1}))
+    remaining = data_files(Path(table.base_path))
+    assert not any(c1 in f for f in remaining)           # C2 is the newest slice before the ECTR
+    assert hudi_rows(table.base_path) == before_rows
+
+
+def test_file_versions_policy_and_pending_compaction_reservation(tmp_path):
+    table, c1, c2 = history(tmp_path, 6)
+    # A pending compaction over the current slices reserves them.
+    slices = table.latest_file_slices()
+    plan = CompactionPlan(operations=tuple(CompactionOperation(s.base_instant, s.file_id, s.partition,
+                                                               s.base_file.file_name, (), {}) for s in slices))
+    table.timeline_writer.request(Action.COMPACTION, encode_compaction_plan(plan))
+    before_rows = hudi_rows(table.base_path)
+    cfg = config(**{"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": 1})
+    results = run_clean(table, cfg)
+    remaining = data_files(Path(table.base_path))
+    assert any(c2 in f for f in remaining)                # reserved by the pending plan, and the latest
+    assert not any(c1 in f for f in remaining)
+    assert results[-1].status is Status.DONE
+    assert hudi_rows(table.base_path) == before_rows
+
+
+def test_savepointed_files_are_kept(tmp_path):
+    table, c1, c2 = history(tmp_path, 8)
+    keep = [f for f in data_files(Path(table.base_path)) if c1 in f and f.endswith(".parquet")][0]
+    partition, name = keep.rsplit("/", 1)
+    w = table.timeline_writer
+    sp = w.request(Action.SAVEPOINT)
+    w.complete(sp, encode_savepoint_metadata(SavepointMetadata("test", 0, "", {partition: (name,)})))
+    run_clean(table, config(**{"hoodie.cleaner.commits.retained": 1}))
+    assert keep in data_files(Path(table.base_path))
+
+
+def test_keep_latest_by_hours_uses_the_injected_clock(tmp_path):
+    table, c1, c2 = history(tmp_path, 8)
+    from timeline.instant_time import parse_instant
+
+    clock = ManualClock(parse_instant(c2) + 30 * 60_000)   # 30 minutes after C2
+    table = Table.open(table.base_path, clock=clock)
+    cfg = config(**{"hoodie.cleaner.policy": "KEEP_LATEST_BY_HOURS", "hoodie.cleaner.hours.retained": 24})
+    assert run_clean(table, cfg)[-1].status is Status.NOTHING_TO_DO   # everything is within 24 hours
+    clock.advance(48 * 3_600_000)                                      # now all is older than the window
+    planned = plan_clean(table, cfg)
+    assert planned.plan is not None and planned.files > 0
+
+
+def test_dry_run_changes_nothing_and_a_half_done_clean_is_finished(tmp_path):
+    table, c1, c2 = history(tmp_path, 8)
+    tree = sorted(str(p) for p in Path(table.base_path).rglob("*"))
+    cfg = config(**{"hoodie.cleaner.commits.retained": 1})
+    dry = run_clean(table, cfg, dry_run=True)
+    assert dry[0].status is Status.DRY_RUN and dry[0].metrics["files_to_delete"] > 0
+    assert sorted(str(p) for p in Path(table.base_path).rglob("*")) == tree
+    # A crash after the plan was written and some files deleted: the re-run finishes it.
+    planned = plan_clean(table, cfg)
+    from timeline.payloads import encode_cleaner_plan
+
+    w = table.timeline_writer
+    pending = w.start(w.request(Action.CLEAN, encode_cleaner_plan(planned.plan)))
+    first = next(iter(planned.plan.files_to_delete().values()))[0]
+    os.unlink(first)
+    results = run_clean(table, cfg)
+    assert results[0].instant == pending.timestamp and results[0].status is Status.DONE
+    assert table.timeline().pending() == ()
+    assert all(not os.path.exists(f) for v in planned.plan.files_to_delete().values() for f in v)
