@@ -145,6 +145,10 @@ def plan_clean(table, config: ServiceConfig, timeline: Timeline | None = None) -
                if cfg.policy is CleanerPolicy.KEEP_LATEST_COMMITS else
                f"no completed commit is older than {cfg.hours_retained} hours (KEEP_LATEST_BY_HOURS)")
         return PlannedClean(None, f"nothing to clean: {why}", 0, 0)
+    if (ectr is not None and ectr.timestamp == prev_ectr and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS
+            and not timeline.pending(Action.CLEAN)):
+        # Decided from the timeline alone: slices only become cleanable when the ECTR moves.
+        return PlannedClean(None, f"nothing to clean: the earliest commit to retain is still {prev_ectr}", 0, 0)
     view = FileSystemView.build(table.storage, table.base_path, table.config, timeline)
     partitions = set(view.partitions)
     if cfg.incremental and prev_ectr and ectr is not None and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS:
