@@ -28,3 +28,16 @@ def timeline_dirs(table: Path) -> list[tuple[Path, TimelineLayout]]:
 
 def instant_file_names(folder: Path) -> list[str]:
     return sorted(n for n in os.listdir(folder) if n[:1].isdigit() and (folder / n).is_file())
+
+
+def wait_for(predicate, timeout: float = 180.0, what: str = "the process under test"):
+    """Poll until ``predicate()`` returns something truthy; return it."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

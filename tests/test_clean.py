@@ -94,11 +94,13 @@ def test_keep_latest_commits_deletes_old_slices_and_readers_see_the_same_rows(tm
     table, c1, c2 = history(tmp_path, version)
     t1 = table.timeline().completed_writes()[0].timestamp
     before_rows, before_files = hudi_rows(table.base_path), data_files(Path(table.base_path))
-    results = run_clean(table, config(**{"hoodie.cleaner.commits.retained": 2}))
+    d3 = table.timeline().completed_writes()[3].timestamp
+    results = run_clean(table, config(**{"hoodie.cleaner.commits.retained": 3}))
     assert [r.status for r in results] == [Status.DONE]
     gone = before_files - data_files(Path(table.base_path))
-    # ECTR = C2: the C2 slices stay, C1 (the newest before it) stays, the t1 slices go.
-    assert results[0].metrics["earliest_commit_to_retain"] == c2
+    # ECTR = D3: a reader at D3 uses the C1 slices (the newest based at or before it) and the
+    # later ones; only the t1 slices go.
+    assert results[0].metrics["earliest_commit_to_retain"] == d3
     assert gone and all(t1 in f or (version == 8 and ".log." in f) for f in gone)
     assert not any(c1 in f or c2 in f for f in gone)
     assert hudi_rows(table.base_path) == before_rows
@@ -107,11 +109,11 @@ def test_keep_latest_commits_deletes_old_slices_and_readers_see_the_same_rows(tm
          for s in table.latest_file_slices()]).to_pylist())
     assert ours == before_rows
     # Planning again finds nothing and says why; the clean is listed with its ECTR.
-    again = run_clean(table, config(**{"hoodie.cleaner.commits.retained": 2}))
+    again = run_clean(table, config(**{"hoodie.cleaner.commits.retained": 3}))
     assert again[-1].status is Status.NOTHING_TO_DO
-    assert f"earliest commit to retain is still {c2}" in again[-1].reason
+    assert f"earliest commit to retain is still {d3}" in again[-1].reason
     assert again[-1].metrics["partitions_scanned"] == 0      # decided from the timeline alone
-    assert [c["earliest_commit_to_retain"] for c in list_cleans(table)] == [c2]
+    assert [c["earliest_commit_to_retain"] for c in list_cleans(table)] == [d3]
 
 
 def test_retaining_one_commit_keeps_only_what_the_latest_reader_needs(tmp_path):
@@ -119,7 +121,8 @@ def test_retaining_one_commit_keeps_only_what_the_latest_reader_needs(tmp_path):
     before_rows = hudi_rows(table.base_path)
     run_clean(table, config(**{"hoodie.cleaner.commits.retained": 1}))
     remaining = data_files(Path(table.base_path))
-    assert not any(c1 in f for f in remaining)           # C2 is the newest slice before the ECTR
+    assert not any(c1 in f for f in remaining)           # ECTR = D4: C2 serves every retained reader
+    assert any(c2 in f for f in remaining)
     assert hudi_rows(table.base_path) == before_rows
 
 

@@ -15,6 +15,7 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.table import Table, TableSpec
+from helpers import wait_for
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parent.parent
@@ -38,16 +39,6 @@ def start_write(table_path: Path, input_path: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO), TABLESVC_SPARK_LOG=str(table_path.parent / "spark.log"))
     return subprocess.Popen([sys.executable, "-m", "tablesvc", "write", str(table_path), "--input", str(input_path)],
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def wait_for(predicate, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for the writer")
 
 
 @pytest.mark.parametrize("version,kill_point", [(6, "first_data_file"), (8, "inflight"), (8, "first_data_file")])

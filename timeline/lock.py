@@ -22,6 +22,9 @@ from timeline.errors import LockHeldError
 from timeline.storage import Storage, join
 
 LOCK_FILE = ".hoodie/.aux/.tablesvc.lock"
+# A lock left by a killed holder expires after this long.  Holds last milliseconds (choosing
+# an instant, checking and completing it) up to a second or so (planning a compaction).
+DEFAULT_TTL_MS = 20_000
 
 
 def default_owner() -> str:
@@ -30,7 +33,7 @@ def default_owner() -> str:
 
 class TableLock:
     def __init__(self, storage: Storage, base_path: str, clock: Clock | None = None, *,
-                 ttl_ms: int = 60_000, wait_ms: int = 30_000, owner: str | None = None,
+                 ttl_ms: int = DEFAULT_TTL_MS, wait_ms: int = 30_000, owner: str | None = None,
                  sleep: Callable[[float], None] = time.sleep):
         self._storage = storage
         self._path = join(base_path, LOCK_FILE)

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         df = reader.load(os.path.abspath(args.input))
     except Exception as e:  # Spark's AnalysisException etc.: report the file, not a JVM stack
         raise InvalidInputError(f"{args.input}: cannot read as {fmt}: {str(e).splitlines()[0]}") from None
-    result = table.write(df, args.operation, log_block_format=args.log_block_format)
+    result = table.write(df, args.operation, log_block_format=args.log_block_format, config=args.service_config)
     if result is None:
         say("nothing to write: the input holds no records")
     elif args.json:
@@ -63,4 +63,6 @@ def run(args: argparse.Namespace) -> int:
         say(f"{result.operation} committed as instant {result.instant}: {result.records_written} records "
             f"({result.inserts} inserts, {result.updates} updates, {result.deletes} deletes) "
             f"in {result.files_written} files, {result.seconds}s")
+        for service in result.services:
+            say(f"  inline {service.render()}")
     return 0

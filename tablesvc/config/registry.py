@@ -84,6 +84,8 @@ _KEYS = [
               "Delta commits since the last compaction that make one due."),
     ConfigKey("hoodie.compact.inline.max.delta.seconds", 3600, _parse_int(0),
               "Seconds since the last compaction that make one due."),
+    ConfigKey("hoodie.compaction.target.io", 512_000, _parse_int(1),
+              "MB of log and base files one compaction plan may read and write (largest logs first)."),
     # log compaction
     ConfigKey("hoodie.log.compaction.inline", False, _parse_bool, "Run log compaction after each write when due."),
     ConfigKey("hoodie.log.compaction.blocks.threshold", 5, _parse_int(2),

@@ -77,3 +77,24 @@ def run_story(path: str, rows: int = 300_000, table_version: int = 8) -> None:
     expected = rows + rows // 50 - rows // 100
     say(f"expected {expected} now and {rows} as of the first commit: "
         + ("OK" if ours == expected and ours_then == rows else "MISMATCH"))
+    run_services(table, spark, expected)
+
+
+def run_services(table, spark, expected: int) -> None:
+    """Compaction folds the logs into new base files; a clean then deletes the old slices."""
+    from tablesvc.config import build_config
+    from tablesvc.services.clean import run_clean
+    from tablesvc.services.compaction import run_compaction, schedule_compaction
+
+    config = build_config(conf={"hoodie.cleaner.commits.retained": "1"})
+    say("\ncompaction:")
+    say("  " + schedule_compaction(table, config, force=True).render())
+    for result in run_compaction(table, spark=spark, config=config):
+        say("  " + result.render())
+    logs = sum(len(s.log_files) for s in table.latest_file_slices())
+    say(f"  latest slices now hold {logs} log files; rows: tablesvc {table.read(spark=spark).count()}, "
+        f"hudi-rs {hudi_rs_count(table.base_path)} (expected {expected})")
+    say("clean (keep 1 commit):")
+    for result in run_clean(table, config):
+        say("  " + result.render())
+    say(f"  rows after the clean: hudi-rs {hudi_rs_count(table.base_path)}")

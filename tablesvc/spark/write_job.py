@@ -79,9 +79,12 @@ class WriteResult:
     deletes: int
     file_groups_created: int
     seconds: float
+    services: tuple = ()      # ServiceResults of the inline services that ran after the commit
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        out = asdict(self)
+        out["services"] = [r.as_dict() for r in self.services]
+        return out
 
 
 def _arrow_schema(df) -> pa.Schema:
@@ -191,8 +194,13 @@ def _abort(table, instant) -> None:
 
 
 def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
-                    log_block_format: str = "avro") -> WriteResult | None:
-    """Write a Spark DataFrame into ``table``; ``None`` when the input is empty (nothing to do)."""
+                    log_block_format: str = "avro", config=None) -> WriteResult | None:
+    """Write a Spark DataFrame into ``table``; ``None`` when the input is empty (nothing to do).
+
+    After the commit, the inline services ``config`` enables run in the same Spark session
+    (docs/services.md); ``config`` defaults to the table's ``.hoodie/tablesvc.yaml`` over
+    the built-in defaults.
+    """
     op = operation if isinstance(operation, Operation) else Operation.parse(operation)
     started = time.monotonic()
     spark = df.sparkSession
@@ -218,14 +226,25 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     if df.isEmpty():
         return None
     _check_no_null_keys(df, cfg.record_key_fields)
+    if config is None:
+        from tablesvc.config import load_config
+
+        config = load_config(table.storage, table_path=table.base_path)
     data_columns = tuple(f["name"] for f in json.loads(data_schema)["fields"])
     key_spec = KeySpec.from_config(cfg)
     bucket = BucketSpec.from_props(cfg.props)
 
+    # Hudi's EAGER failed-writes policy: a write killed earlier is rolled back before this
+    # one starts, so one crash never blocks the table (docs/rollback.md).
+    from tablesvc.services.rollback import eager_rollback
+
+    rolled_back = eager_rollback(table, config=config)
     writer = table.timeline_writer
     instant = writer.request(Action.DELTA_COMMIT)
+    # Beat before anything else: an instant without a heartbeat looks dead to a rollback sweep.
+    heartbeat = Heartbeat(table.storage, table.base_path, instant.timestamp, table.clock,
+                          interval_ms=config.get("hoodie.client.heartbeat.interval_in_ms")).start()
     inflight = writer.start(instant)
-    heartbeat = Heartbeat(table.storage, table.base_path, instant.timestamp, table.clock).start()
     try:
         view_slices = table.file_system_view().latest_file_slices(table.storage)
         from pyspark.sql.types import StringType, StructField, StructType
@@ -271,6 +290,9 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     finally:
         heartbeat.stop()
     delete_markers(table.storage, table.base_path, instant.timestamp)
+    from tablesvc.services.inline import run_inline_services
+
+    services = tuple(rolled_back) + tuple(run_inline_services(table, config, spark))
     all_stats = [s for v in stats.values() for s in v]
     return WriteResult(
         instant=instant.timestamp, operation=op.hudi_name, files_written=len(all_stats),
@@ -279,7 +301,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         updates=sum(s.num_update_writes or 0 for s in all_stats),
         deletes=sum(s.num_deletes or 0 for s in all_stats),
         file_groups_created=sum(1 for s in all_stats if s.prev_commit in (None, "null")),
-        seconds=round(time.monotonic() - started, 3))
+        seconds=round(time.monotonic() - started, 3), services=services)
 
 
 def _remove_orphans(table, instant: str, stats: dict[str, list[WriteStat]]) -> None:

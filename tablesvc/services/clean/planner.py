@@ -5,7 +5,7 @@ Policies (``hoodie.cleaner.policy``):
 * KEEP_LATEST_COMMITS (``hoodie.cleaner.commits.retained``, 10): with n completed writes
   (commits, delta commits, replace commits, compaction commits) and n > retained, the
   earliest commit to retain (ECTR) is the (n - retained)-th.  Per file group, keep every
-  slice based at or after the ECTR and the latest slice based before it (what a reader
+  slice based after the ECTR and the newest slice based at or before it (what a reader
   at the ECTR uses); older slices go.
 * KEEP_LATEST_BY_HOURS (``hoodie.cleaner.hours.retained``, 24): the ECTR is the first
   completed write at or after now - hours (table timezone, injected clock); same rule.
@@ -125,10 +125,10 @@ def _slices_to_delete(group: FileGroup, cfg: CleanConfig, ectr: Instant | None,
             keep = max(1, keep - 1)
         doomed = newest_first[keep:]
     elif ectr is not None:
-        # Keep every slice based at or after the ECTR, and the newest one before it (what a
-        # reader at the ECTR uses; it may be the latest slice itself).  The rest go.
-        before = [s for s in newest_first if s.base_instant < ectr.timestamp]
-        doomed = [s for s in before[1:] if s is not newest_first[0]]
+        # Keep every slice based after the ECTR, and the newest one based at or before it (what
+        # a reader at the ECTR uses; it may be the latest slice itself).  Older slices go.
+        upto = [s for s in newest_first if s.base_instant <= ectr.timestamp]
+        doomed = [s for s in upto[1:] if s is not newest_first[0]]
     return [s for s in doomed if (group.partition, group.file_id, s.base_instant) not in reserved]
 
 

@@ -1,0 +1,349 @@
+"""Executing a compaction plan: base file + log files -> one new base file per file group.
+
+Steps for a plan ``C`` (docs/compaction.md has the crash table):
+
+1. ``C`` inflight?  Its heartbeat alive -> ``ConflictError`` (another process runs it);
+   expired or missing -> roll it back (``tablesvc.services.rollback.rollback``: deletes the
+   files its markers list, reverts C to requested, keeps the plan), then run it again.
+2. Under the table lock: ``C`` must be requested; the heartbeat starts, then ``C.compaction.inflight``.
+3. Spark job, one task per operation: read the slice restricted to the plan's base file and
+   log files with ``tablesvc.merge.read_file_slice`` (the reader's one merge code path, as of
+   ``C`` so later blocks are never merged), write the rows as ``<fileId>_<token>_<C>.parquet``
+   after a CREATE marker; tasks return write stats only.
+4. Files with a marker but no stat (failed task attempts) are deleted.
+5. Under the lock: complete ``C`` as ``commit`` (``compacted=true``, ``COMPACT``,
+   ``extraMetadata.schema``); then delete the markers and the heartbeat.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
+from tablesvc.fsview.names import BaseFileName, LogFileName, write_token
+from tablesvc.merge import ReadContext, SliceSpec, read_file_slice_with_metrics
+from tablesvc.services.compaction.planner import ACTION, check_supported, schedule_compaction
+from tablesvc.services.compaction.triggers import config_value
+from tablesvc.services.result import ServiceResult, Status
+from tablesvc.write.markers import IOType, create_marker, delete_markers, list_markers
+from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
+from timeline.active import Timeline
+from timeline.errors import IllegalTransitionError, InstantExistsError
+from timeline.heartbeat import Heartbeat, is_expired, last_beat_ms
+from timeline.instant import Action, Instant, State
+from timeline.payloads import CommitMetadata, CompactionPlan, WriteStat, encode_commit_metadata
+from timeline.storage import Storage, join
+
+HEARTBEAT_INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
+HEARTBEAT_MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
+KEY, COMMIT_TIME, SEQNO, FILE_NAME = ("_hoodie_record_key", "_hoodie_commit_time", "_hoodie_commit_seqno",
+                                      "_hoodie_file_name")
+
+
+# -- one file group (runs inside a Spark task, or anywhere) -------------------------------------------
+@dataclass(frozen=True)
+class CompactionTask:
+    """One plan operation, as plain values (pickled to a Spark task)."""
+
+    instant: str
+    partition: str
+    file_id: str
+    base_instant: str | None
+    base_file: str | None            # name
+    log_files: tuple[str, ...]       # names, reader order
+    log_bytes: int
+    schema_json: str                 # data schema (no meta fields) the base file is written with
+    table_version: int
+    sort_columns: tuple[str, ...] = ()
+
+    def slice_spec(self, base_path: str) -> SliceSpec:
+        folder = join(base_path, self.partition)
+        return SliceSpec(self.partition, self.file_id, join(folder, self.base_file) if self.base_file else None,
+                         tuple(join(folder, n) for n in self.log_files))
+
+
+def _rel(partition: str, name: str) -> str:
+    return f"{partition}/{name}" if partition else name
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="snappy")
+    return sink.getvalue()
+
+
+def _base_keys(storage: Storage, path: str | None) -> pa.Table:
+    if not path:
+        return pa.table({KEY: pa.array([], pa.string()), SEQNO: pa.array([], pa.string())})
+    pf = pq.ParquetFile(pa.BufferReader(storage.read_bytes(path)))
+    cols = [c for c in (KEY, SEQNO) if pf.schema_arrow.get_field_index(c) >= 0]
+    t = pf.read(columns=cols)
+    if SEQNO not in t.column_names:
+        t = t.append_column(SEQNO, pa.nulls(t.num_rows, pa.string()))
+    return t.select([KEY, SEQNO]).cast(pa.schema([(KEY, pa.string()), (SEQNO, pa.string())]))
+
+
+def compact_file_group(storage: Storage, ctx: ReadContext, task: CompactionTask, token: str) -> WriteStat:
+    """Merge one planned slice exactly as the reader does and write it as the new base file."""
+    started = time.monotonic()
+    spec = task.slice_spec(ctx.base_path)
+    merged, metrics = read_file_slice_with_metrics(storage, spec, ctx)
+    scan_ms = int((time.monotonic() - started) * 1000)
+    name = BaseFileName(task.file_id, token, task.instant).name
+    merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
+                               pa.array([name] * merged.num_rows, pa.string()))
+    if task.sort_columns:
+        merged = merged.sort_by([(c, "ascending") for c in task.sort_columns])
+    out = align_to_schema(merged, with_meta_fields(task.schema_json))
+    data = _parquet_bytes(out)
+    create_marker(storage, ctx.base_path, task.instant, task.partition, name, IOType.CREATE)
+    try:
+        storage.write_new(join(ctx.base_path, task.partition, name), data)
+    except FileExistsError:
+        raise ConflictError(f"{_rel(task.partition, name)} already exists (the same task attempt ran twice?)") \
+            from None
+    # counts: inserts (keys new to the base file), updates (base keys whose record changed), deletes
+    base = _base_keys(storage, spec.base_file)
+    out_keys = out.select([KEY, SEQNO]).rename_columns([KEY, "_out_seqno"])
+    joined = out_keys.join(base, KEY, join_type="left outer")
+    in_base = pc.is_valid(joined.column(SEQNO)) if joined.num_rows else pa.array([], pa.bool_())
+    inserts = joined.num_rows - (pc.sum(in_base).as_py() or 0)
+    changed = pc.and_(in_base, pc.fill_null(pc.not_equal(joined.column("_out_seqno"), joined.column(SEQNO)), True)) \
+        if joined.num_rows else pa.array([], pa.bool_())
+    updates = pc.sum(changed).as_py() or 0
+    deletes = max(0, len(set(base.column(KEY).to_pylist())) - (joined.num_rows - inserts))
+    extra_v8 = {"prev_base_file": task.base_file, "total_log_read_time_ms": scan_ms} if task.table_version >= 8 else {}
+    return WriteStat(
+        file_id=task.file_id, path=_rel(task.partition, name), prev_commit=task.base_instant or "null",
+        partition_path=task.partition, num_writes=out.num_rows, num_deletes=deletes, num_update_writes=updates,
+        num_inserts=inserts, total_write_bytes=len(data), total_write_errors=0, file_size_in_bytes=len(data),
+        total_log_records=metrics.log_records + metrics.log_deletes, total_log_files_compacted=len(task.log_files),
+        total_log_size_compacted=task.log_bytes, total_updated_records_compacted=updates,
+        total_log_blocks=metrics.log_blocks_read, total_corrupt_log_block=metrics.corrupt_spans,
+        total_rollback_blocks=metrics.command_blocks,
+        runtime_stats={"totalScanTime": scan_ms, "totalUpsertTime": 0,
+                       "totalCreateTime": int((time.monotonic() - started) * 1000) - scan_ms},
+        **extra_v8)
+
+
+def _spark_job(ctx: ReadContext):
+    def run(batches):
+        from tablesvc.spark.session import task_identity
+        from tablesvc.storage import storage_for
+
+        storage = storage_for(ctx.base_path)
+        task_partition, stage, attempt = task_identity()
+        token = write_token(task_partition, stage, attempt)
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                task = pickle.loads(blob)
+                stat = compact_file_group(storage, ctx, task, token)
+                yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
+                                                 names=["partition", "stat"])
+    return run
+
+
+# -- the driver ------------------------------------------------------------------------------------
+def _heartbeat_settings(config: Any) -> tuple[int, int]:
+    return (int(config_value(config, HEARTBEAT_INTERVAL_KEY, 60_000)),
+            int(config_value(config, HEARTBEAT_MISSES_KEY, 2)))
+
+
+def _spark_session(spark):
+    if spark is None:
+        from tablesvc.spark.session import get_spark
+
+        return get_spark()
+    if callable(spark) and not hasattr(spark, "sparkContext"):
+        return spark()
+    return spark
+
+
+def _tasks(table, plan: CompactionPlan, instant: str, schema_json: str, sort_columns: tuple[str, ...]):
+    tasks = []
+    for op in plan.operations or ():
+        if not op.file_id:
+            raise InvalidInputError(f"compaction {instant}: a plan operation has no fileId")
+        logs = tuple(op.delta_file_paths or ())
+        for n in logs:
+            LogFileName.parse(n.rsplit("/", 1)[-1])  # plan version 1 held paths: refuse nonsense early
+        tasks.append(CompactionTask(
+            instant=instant, partition=op.partition_path or "", file_id=op.file_id,
+            base_instant=op.base_instant_time, base_file=op.data_file_path.rsplit("/", 1)[-1]
+            if op.data_file_path else None, log_files=tuple(n.rsplit("/", 1)[-1] for n in logs),
+            log_bytes=int((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0)), schema_json=schema_json,
+            table_version=table.config.version, sort_columns=sort_columns))
+    return tasks
+
+
+def _check_sort_columns(sort_columns: tuple[str, ...], schema_json: str, instant: str) -> None:
+    names = {f["name"] for f in json.loads(with_meta_fields(schema_json))["fields"]}
+    unknown = [c for c in sort_columns if c not in names]
+    if unknown:
+        raise InvalidInputError(f"compaction {instant}: unknown sort column(s) {', '.join(unknown)}; "
+                                f"the table has {', '.join(sorted(names))}")
+
+
+def _recover_inflight(table, instant: Instant, config: Any) -> None:
+    interval, misses = _heartbeat_settings(config)
+    if not is_expired(table.storage, table.base_path, instant.timestamp, table.clock, interval, misses):
+        beat = last_beat_ms(table.storage, table.base_path, instant.timestamp)
+        age = (table.clock.now_ms() - beat) if beat is not None else None
+        raise ConflictError(f"compaction {instant.timestamp} is inflight and its heartbeat is alive "
+                            f"(last beat {age} ms ago, expires after {interval * misses} ms): another process "
+                            "is running it; retry later")
+    try:
+        from tablesvc.services.rollback import rollback
+    except ImportError as e:
+        raise TablesvcError(f"compaction {instant.timestamp} is inflight (its process died) and must be rolled "
+                            f"back first, but the rollback service is not available ({e})") from None
+    # Deletes the files C's markers list and reverts C to requested; the plan stays.
+    rollback(table, instant.timestamp, config=config) if config is not None else rollback(table, instant.timestamp)
+
+
+def _v6_conflicts(table, plan: CompactionPlan, instant: str):
+    """v6 precheck: a write completed after C into a planned group's *old* slice would be lost."""
+    groups = {(op.partition_path or "", op.file_id): op.base_instant_time for op in plan.operations or ()}
+
+    def check(timeline: Timeline) -> None:
+        for done in timeline.completed(Action.DELTA_COMMIT):
+            if done.timestamp <= instant:
+                continue
+            md = timeline.commit_metadata(table.storage, done)
+            for stat in md.write_stats() if md is not None else ():
+                old = groups.get((stat.partition_path or "", stat.file_id))
+                if old is not None and stat.is_log_write and stat.prev_commit == old:
+                    raise ConflictError(f"compaction {instant}: write {done.timestamp} added {stat.path} to the "
+                                        f"slice {old} being compacted; roll back one of them")
+    return check
+
+
+def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], config: Any) -> ServiceResult:
+    started = time.monotonic()
+    storage, writer = table.storage, table.timeline_writer
+    timeline = table.timeline()
+    current = timeline.get(instant_ts)
+    if current is None or timeline.origin_action(current) is not Action.COMPACTION:
+        raise UnknownInstantError(f"no compaction {instant_ts} on the timeline of {table.base_path}")
+    if current.is_completed:
+        return ServiceResult(ACTION, Status.NOTHING_TO_DO, instant_ts, "already completed")
+    plan: CompactionPlan = timeline.plan_of(storage, current)
+    recovered = False
+    if current.state is State.INFLIGHT:
+        _recover_inflight(table, current, config)
+        recovered = True
+    interval, _misses = _heartbeat_settings(config)
+    requested = Instant(instant_ts, Action.COMPACTION, State.REQUESTED)
+    with writer.lock():  # a heartbeat started under the lock: two executors cannot both take C
+        now = table.timeline().get(instant_ts)
+        if now is None or now.state is not State.REQUESTED:
+            raise ConflictError(f"compaction {instant_ts} is {now.state.value if now else 'gone'}, not requested: "
+                                "another process took it; retry later")
+        heartbeat = Heartbeat(storage, table.base_path, instant_ts, table.clock, interval).start()
+        try:
+            inflight = writer.start(requested)
+        except (InstantExistsError, IllegalTransitionError) as e:
+            heartbeat.stop(delete=False)
+            raise ConflictError(f"compaction {instant_ts}: {e}") from None
+    try:
+        timeline = table.timeline()
+        ctx = ReadContext.for_table(table, timeline, as_of=instant_ts)
+        schema_json = ctx.table_schema_json or table.schema(timeline)
+        if not schema_json:
+            raise InvalidInputError(f"compaction {instant_ts}: the table has no schema")
+        _check_sort_columns(sort_columns, schema_json, instant_ts)
+        tasks = _tasks(table, plan, instant_ts, schema_json, sort_columns)
+        stats: dict[str, list[WriteStat]] = {}
+        if tasks:
+            from tablesvc.spark.errors import translate_task_error
+            from tablesvc.spark.read_job import specs_dataframe
+
+            session = _spark_session(spark)
+            try:
+                rows = specs_dataframe(session, tasks).mapInArrow(_spark_job(ctx), "partition string, stat string") \
+                    .collect()
+            except Exception as e:
+                raise translate_task_error(e) from None
+            for row in rows:
+                stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
+        _remove_orphans(table, instant_ts, stats)
+        latest_schema = table.schema(table.timeline()) or schema_json
+        metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=True,
+                                  extra_metadata={"schema": latest_schema}, operation_type="COMPACT")
+        precheck = _v6_conflicts(table, plan, instant_ts) if table.config.version < 8 else None
+        done = writer.complete(inflight, encode_commit_metadata(metadata, table.config.layout), precheck)
+    finally:
+        # On failure C stays inflight without a heartbeat: the next run rolls it back and re-executes it.
+        heartbeat.stop()
+    delete_markers(storage, table.base_path, instant_ts)
+    all_stats = [s for v in stats.values() for s in v]
+    metrics = {"file_groups": len(all_stats), "log_files": sum(s.total_log_files_compacted or 0 for s in all_stats),
+               "log_bytes": sum(s.total_log_size_compacted or 0 for s in all_stats),
+               "log_records": sum(s.total_log_records or 0 for s in all_stats),
+               "records_written": sum(s.num_writes or 0 for s in all_stats),
+               "bytes_written": sum(s.file_size_in_bytes or 0 for s in all_stats),
+               "seconds": round(time.monotonic() - started, 3)}
+    if done.completion_time:
+        metrics["completion_time"] = done.completion_time
+    reason = f"{len(all_stats)} file group{'s' if len(all_stats) != 1 else ''} compacted into new base files"
+    if recovered:
+        reason += " (an earlier failed attempt was rolled back first)"
+    return ServiceResult(ACTION, Status.DONE, instant_ts, reason, metrics)
+
+
+def _remove_orphans(table, instant: str, stats: dict[str, list[WriteStat]]) -> None:
+    """Delete files a failed task attempt left behind: a marker, but no write stat."""
+    written = {s.path for v in stats.values() for s in v}
+    for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
+        rel = _rel(partition, file_name)
+        if rel not in written:
+            table.storage.delete(join(table.base_path, rel))
+
+
+def run_compaction(table, instant: str | None = None, *, spark=None, sort_columns=(),
+                   config: Any = None) -> list[ServiceResult]:
+    """Run ``instant``'s plan; else every pending plan, oldest first; else schedule one (ignoring
+    the trigger) and run it.  ``spark``: a SparkSession, a function returning one, or None
+    (``get_spark()``), needed only when there is a plan to run."""
+    check_supported(table)
+    sort_columns = tuple(c.strip() for c in (sort_columns or ()) if c and c.strip())
+    if instant is not None:
+        return [_execute(table, instant, spark, sort_columns, config)]
+    pending = [i.timestamp for i in table.timeline().pending_compactions()]
+    if not pending:
+        scheduled = schedule_compaction(table, config, force=True)
+        if scheduled.status is not Status.SCHEDULED:
+            return [scheduled]
+        pending = [scheduled.instant]  # type: ignore[list-item]
+    return [_execute(table, ts, spark, sort_columns, config) for ts in pending]
+
+
+def list_compactions(table) -> list[dict[str, Any]]:
+    """Pending and completed compactions, oldest first, with the size of their plans."""
+    timeline = table.timeline()
+    out = []
+    for instant in timeline.instants:
+        if timeline.origin_action(instant) is not Action.COMPACTION:
+            continue
+        try:
+            plan = timeline.plan_of(table.storage, instant)
+            ops = plan.operations or ()
+        except TablesvcError:
+            ops = ()
+        out.append({"instant": instant.timestamp, "state": instant.state.value,
+                    "completion_time": instant.completion_time, "file_groups": len(ops),
+                    "log_files": sum(len(op.delta_file_paths or ()) for op in ops),
+                    "log_bytes": int(sum((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0) for op in ops))})
+    return out
+
+
+__all__ = ["CompactionTask", "compact_file_group", "list_compactions", "run_compaction"]

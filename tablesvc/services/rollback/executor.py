@@ -1,0 +1,470 @@
+"""Executing rollbacks: one instant (``rollback``), every failed one (``rollback_failed``),
+and the writer's eager pass (``eager_rollback``).
+
+Steps of one rollback ``R`` of target ``T`` (docs/rollback.md has the crash table):
+
+1. plan (no changes); under the table lock re-read ``T``'s state, re-check its heartbeat
+   (pending) or its dependants (completed), pick ``R`` and create ``R.rollback.requested``
+   holding the plan;
+2. ``R.rollback.inflight``; a heartbeat for ``R`` beats while it runs;
+3. a completed ``T`` is reverted to inflight (its completed file deleted);
+4. the plan's file operations: deletes (a missing file counts as deleted) and, v6, one
+   rollback command block per slice as a new log version ``.<fid>_<base>.log.<max+1>_1-0-1``
+   (skipped when the slice already holds the block of (R, T));
+5. ``T``'s markers are deleted;
+6. ``R`` completes with ``HoodieRollbackMetadata``;
+7. ``T``'s timeline files go last: a pending compaction / log compaction / clustering is
+   reverted to requested (its plan is re-executed later), anything else is removed;
+8. ``T``'s heartbeat file is deleted.
+
+Every step is idempotent, so re-running a half-done rollback finishes it under the same
+``R`` (a pending rollback of ``T`` is always resumed, never duplicated).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tablesvc.config import load_config
+from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError, UnsupportedTableError
+from tablesvc.fsview.names import UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
+from tablesvc.logformat import read_log_file, rollback_block, write_log_file
+from tablesvc.services.result import ServiceResult, Status
+from tablesvc.services.rollback.planner import (
+    PLAN_KEEPING_ACTIONS, PlanSummary, build_plan, check_rollbackable, has_markers, target_action_name,
+    target_instant,
+)
+from tablesvc.write.markers import delete_markers
+from timeline.active import Timeline
+from timeline.errors import IllegalTransitionError, InstantExistsError
+from timeline.heartbeat import Heartbeat, heartbeat_path, is_expired, last_beat_ms
+from timeline.instant import Action, Instant, State, TimelineLayout, validate_instant_time
+from timeline.lock import DEFAULT_TTL_MS
+from timeline.payloads import (
+    InstantInfo, RollbackMetadata, RollbackPartitionMetadata, RollbackPlan, encode_rollback_metadata,
+    encode_rollback_plan,
+)
+from timeline.storage import join
+
+ACTION = "rollback"
+WRITE_ACTIONS = (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT)
+TABLE_SERVICE_ACTIONS = (Action.COMPACTION, Action.LOG_COMPACTION)
+INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
+MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
+POLICY_KEY = "hoodie.cleaner.policy.failed.writes"
+LOCK_WAIT_KEY = "hoodie.write.lock.wait_time_ms"
+# A lock left by a killed process (the very crash a rollback recovers from) expires after
+# DEFAULT_TTL_MS, so the rollback waits a little longer than that rather than failing the
+# recovery with "lock held".
+LOCK_TTL_MS = DEFAULT_TTL_MS
+
+
+class _Skip(Exception):
+    """Inside ``rollback_failed``: the instant is no longer a failed one (alive, completed, gone)."""
+
+
+@dataclass(frozen=True)
+class _Settings:
+    interval_ms: int
+    misses: int
+    policy: str
+    lock_wait_ms: int = LOCK_TTL_MS + 5_000
+
+    @classmethod
+    def of(cls, table, config) -> "_Settings":
+        if table.config.has_metadata_table:
+            # Files of a failed write may be in an inflight metadata-table commit too; deleting
+            # them here without rolling that back would leave it inconsistent.
+            raise UnsupportedTableError(
+                f"{table.base_path}: the table keeps a metadata table that tablesvc does not update; "
+                "roll back its failed instants with Apache Hudi, or remove the metadata table first")
+        cfg = config if config is not None else load_config(table.storage, table_path=table.base_path)
+        return cls(int(cfg.get(INTERVAL_KEY)), int(cfg.get(MISSES_KEY)), str(cfg.get(POLICY_KEY)).upper(),
+                   max(int(cfg.get(LOCK_WAIT_KEY)), LOCK_TTL_MS + 5_000))
+
+    @property
+    def window_ms(self) -> int:
+        return self.interval_ms * self.misses
+
+
+def _expired(table, timestamp: str, s: _Settings) -> bool:
+    return is_expired(table.storage, table.base_path, timestamp, table.clock, s.interval_ms, s.misses)
+
+
+def _alive_message(table, instant: Instant, s: _Settings) -> str:
+    beat = last_beat_ms(table.storage, table.base_path, instant.timestamp)
+    age = table.clock.now_ms() - beat if beat is not None else 0
+    return (f"instant {instant.timestamp} ({instant.action.value}, {instant.state.value}) is still running: "
+            f"its heartbeat {heartbeat_path(table.base_path, instant.timestamp)} is {age} ms old "
+            f"(expires after {s.window_ms} ms = {INTERVAL_KEY} x {MISSES_KEY}); retry later")
+
+
+def _rollback_plans(table, timeline: Timeline) -> list[tuple[Instant, RollbackPlan]]:
+    """Every rollback instant on the timeline with its plan (oldest first)."""
+    out = []
+    for r in timeline.filter(actions=[Action.ROLLBACK]):
+        try:
+            plan = timeline.plan_of(table.storage, r)
+        except UnknownInstantError:
+            continue  # a completed rollback whose requested file is gone: no plan to match
+        if isinstance(plan, RollbackPlan):
+            out.append((r, plan))
+    return out
+
+
+def _target_of(plan: RollbackPlan) -> str | None:
+    return plan.instant_to_rollback.commit_time if plan.instant_to_rollback else None
+
+
+def _blockers(timeline: Timeline, instant: Instant) -> list[Instant]:
+    """Instants that stop a completed ``instant`` from being rolled back."""
+    later = [i for i in timeline.instants if i.timestamp > instant.timestamp
+             and i.action.completed_action not in (Action.ROLLBACK, Action.CLEAN)]
+    return later[::-1]  # newest first: the order to roll them back in
+
+
+def _describe(instants) -> str:
+    return ", ".join(f"{i.timestamp} ({i.action.value}, {i.state.value})" for i in instants)
+
+
+def _resolve(table, path: str) -> str:
+    """A plan path as storage sees it: absolute (Java writes ``file:/…``) or relative to the table."""
+    if path.startswith("file:") or path.startswith("/") or "://" in path:
+        return path
+    return join(table.base_path, path)
+
+
+# =============================================================================================
+# Public API
+# =============================================================================================
+
+def rollback(table, target_timestamp: str, *, dry_run: bool = False, allow_completed: bool = False,
+             config=None) -> ServiceResult:
+    """Roll back one instant (see the module doc for the steps).
+
+    * unknown instant → ``UnknownInstantError`` (exit 2);
+    * pending with a live heartbeat → ``ConflictError`` (exit 3);
+    * completed → only with ``allow_completed``, and only when no later instant other than a
+      rollback or clean exists (else ``InvalidInputError`` naming the blockers);
+    * a pending rollback of the same target is resumed instead of creating a new one.
+    """
+    validate_instant_time(target_timestamp, "instant to roll back")
+    s = _Settings.of(table, config)
+    return _rollback(table, target_timestamp, s, dry_run=dry_run, allow_completed=allow_completed, failed_only=False)
+
+
+def rollback_failed(table, *, dry_run: bool = False, config=None) -> list[ServiceResult]:
+    """Finish pending rollbacks, then roll back every failed instant, newest first: pending
+    writes (deltacommit, commit, replacecommit) and inflight compactions / log compactions whose
+    heartbeat expired.  Empty when nothing failed."""
+    return _rollback_failed(table, _Settings.of(table, config), dry_run=dry_run, writes_only=False)
+
+
+def eager_rollback(table, *, config=None) -> list[ServiceResult]:
+    """What a writer runs before it starts (``hoodie.cleaner.policy.failed.writes=EAGER``, the
+    default): finish pending rollbacks and roll back failed writes (not compactions)."""
+    s = _Settings.of(table, config)
+    if s.policy != "EAGER":
+        return []
+    return _rollback_failed(table, s, dry_run=False, writes_only=True)
+
+
+# =============================================================================================
+# Internals
+# =============================================================================================
+
+def _rollback_failed(table, s: _Settings, *, dry_run: bool, writes_only: bool) -> list[ServiceResult]:
+    results: list[ServiceResult] = []
+    timeline = table.timeline()
+    # 1. pending rollbacks first: a half-done rollback is finished under its own instant
+    for r, plan in _rollback_plans(table, timeline):
+        if r.is_completed or not _expired(table, r.timestamp, s):
+            continue
+        results.append(_resume(table, r, plan, s, dry_run=dry_run, allow_completed=False))
+    # 2. failed instants, newest first
+    timeline = table.timeline()
+    for instant in reversed(timeline.pending()):
+        origin = timeline.origin_action(instant)
+        if origin in WRITE_ACTIONS:
+            pass
+        elif origin in TABLE_SERVICE_ACTIONS and not writes_only and instant.state is State.INFLIGHT:
+            pass
+        else:
+            continue
+        if not _expired(table, instant.timestamp, s):
+            continue
+        try:
+            results.append(_rollback(table, instant.timestamp, s, dry_run=dry_run, allow_completed=False,
+                                     failed_only=True))
+        except _Skip:
+            continue
+    return results
+
+
+def _rollback(table, t: str, s: _Settings, *, dry_run: bool, allow_completed: bool,
+              failed_only: bool) -> ServiceResult:
+    timeline = table.timeline()
+    plans = _rollback_plans(table, timeline)
+    # a pending rollback of T: resume it (never a second rollback instant)
+    for r, plan in plans:
+        if r.is_pending and _target_of(plan) == t:
+            if not _expired(table, r.timestamp, s):
+                if failed_only:
+                    raise _Skip()
+                raise ConflictError(f"rollback {r.timestamp} of instant {t} is running in another process "
+                                    f"(heartbeat {heartbeat_path(table.base_path, r.timestamp)}); retry later")
+            return _resume(table, r, plan, s, dry_run=dry_run, allow_completed=allow_completed)
+
+    instant = target_instant(timeline, t)
+    done = [r for r, plan in plans if r.is_completed and _target_of(plan) == t]
+    if instant is None:
+        if failed_only:
+            raise _Skip()
+        if done:
+            if not dry_run:
+                _cleanup_target_leftovers(table, t)
+            return ServiceResult(ACTION, Status.NOTHING_TO_DO, done[-1].timestamp,
+                                 f"instant {t} was already rolled back by {done[-1].timestamp}")
+        same = [i for i in timeline.instants if i.timestamp == t]
+        if same:
+            raise InvalidInputError(f"instant {t} is a {same[0].action.value}, which rollback does not undo")
+        raise UnknownInstantError(f"instant {t} is not on the timeline of {table.base_path}")
+    check_rollbackable(timeline, instant)
+    origin = timeline.origin_action(instant)
+
+    if instant.is_pending:
+        if origin.value in PLAN_KEEPING_ACTIONS and instant.state is State.REQUESTED:
+            if failed_only:
+                raise _Skip()
+            return ServiceResult(ACTION, Status.NOTHING_TO_DO, None,
+                                 f"{origin.value} {t} is only requested: it wrote nothing, and its plan will be "
+                                 "executed")
+        if not _expired(table, t, s):
+            if failed_only:
+                raise _Skip()
+            raise ConflictError(_alive_message(table, instant, s))
+        if done and not has_markers(table, t):
+            # A rollback of T completed but the process died before T's timeline files went
+            # (step 7): finish those steps; no new rollback instant.
+            r = done[-1]
+            if dry_run:
+                return ServiceResult(ACTION, Status.DRY_RUN, r.timestamp,
+                                     f"would finish rollback {r.timestamp} of {t}: remove {t}'s timeline files")
+            plan = dict(plans)[r]
+            _finish_target(table, t, plan.instant_to_rollback.action if plan.instant_to_rollback else origin.value)
+            _delete_heartbeat(table, t)
+            return ServiceResult(ACTION, Status.DONE, r.timestamp, f"finished rollback of {t} ({origin.value})",
+                                 {"target": t, "resumed": True})
+    else:
+        if failed_only:
+            raise _Skip()  # never touch a completed instant unless asked (anchors C.7)
+        if not allow_completed:
+            raise InvalidInputError(f"instant {t} ({instant.action.value}) is completed; rolling back a completed "
+                                    "instant needs --allow-completed")
+        latest = timeline.latest_completed(*WRITE_ACTIONS)
+        blockers = _blockers(timeline, instant)
+        if latest is None or latest.timestamp != t or blockers:
+            raise InvalidInputError(f"cannot roll back {t}: later instants depend on it: "
+                                    f"{_describe(blockers) or 'none'}; roll those back first, newest first")
+
+    plan = build_plan(table, timeline, instant)
+    summary = PlanSummary.of(plan)
+    if dry_run:
+        return ServiceResult(ACTION, Status.DRY_RUN, None,
+                             f"would roll back {t} ({target_action_name(timeline, instant)}, {instant.state.value})",
+                             {"target": t, "files_to_delete": len(summary.files_to_delete),
+                              "command_blocks": summary.slices_with_command_blocks})
+    snapshot = timeline.files_of(t)
+    r = _request(table, t, plan, snapshot, instant, s, failed_only=failed_only)
+    return _resume(table, r, plan, s, dry_run=False, allow_completed=allow_completed, resumed=False)
+
+
+def _request(table, t: str, plan: RollbackPlan, snapshot, instant: Instant, s: _Settings, *,
+             failed_only: bool) -> Instant:
+    """Under the table lock: re-read T (anchors C.7), then create ``R.rollback.requested``."""
+    with table.lock(wait_ms=s.lock_wait_ms):
+        timeline = table.timeline()
+        now = timeline.files_of(t)
+        problem = None
+        if now != snapshot:
+            problem = f"instant {t} changed state while the rollback was planned; retry"
+        elif instant.is_pending and not _expired(table, t, s):
+            problem = _alive_message(table, instant, s)
+        elif any(r.is_pending and _target_of(p) == t for r, p in _rollback_plans(table, timeline)):
+            problem = f"another rollback of {t} was requested meanwhile; retry"
+        elif instant.is_completed and _blockers(timeline, instant):
+            problem = f"cannot roll back {t}: later instants depend on it: {_describe(_blockers(timeline, instant))}"
+        if problem:
+            if failed_only:
+                raise _Skip()
+            raise ConflictError(problem)
+        ts = table.instant_times.next(after=timeline.max_time())
+        requested = Instant(ts, Action.ROLLBACK, State.REQUESTED)
+        try:
+            table.storage.write_new(timeline.path_of(requested), encode_rollback_plan(plan))
+        except FileExistsError:
+            raise InstantExistsError(f"timeline file {timeline.path_of(requested)} already exists") from None
+        return requested
+
+
+def _resume(table, r: Instant, plan: RollbackPlan, s: _Settings, *, dry_run: bool,
+            allow_completed: bool, resumed: bool = True) -> ServiceResult:
+    """Run (or finish) rollback ``r`` from its persisted plan; every step is idempotent."""
+    t = _target_of(plan)
+    if t is None:
+        raise InvalidInputError(f"rollback {r.timestamp}: its plan names no instant to roll back")
+    action = plan.instant_to_rollback.action
+    summary = PlanSummary.of(plan)
+    if dry_run:
+        return ServiceResult(ACTION, Status.DRY_RUN, r.timestamp,
+                             f"would {'resume' if r.is_pending else 'finish'} rollback {r.timestamp} of {t} ({action})",
+                             {"target": t, "files_to_delete": len(summary.files_to_delete),
+                              "command_blocks": summary.slices_with_command_blocks})
+    if table.config.layout is TimelineLayout.V2 and summary.command_block_files:
+        raise InvalidInputError(f"rollback {r.timestamp}: its plan appends rollback blocks, which table version "
+                                f"{table.config.version} does not use (only deletes)")
+    started = time.monotonic()
+    writer = table.timeline_writer
+    heartbeat = Heartbeat(table.storage, table.base_path, r.timestamp, table.clock, s.interval_ms).start()
+    try:
+        timeline = table.timeline()
+        current = _rollback_state(timeline, r.timestamp)
+        if current is State.REQUESTED:
+            writer.start(Instant(r.timestamp, Action.ROLLBACK, State.REQUESTED))
+        if current is not State.COMPLETED:
+            target = target_instant(timeline, t)
+            if target is not None and target.is_completed:
+                if not allow_completed:
+                    # The plan was made for a pending T that completed since, or a rollback of a
+                    # completed T died before step 3.  No file was touched yet: give R up.
+                    writer.remove_pending(Instant(r.timestamp, Action.ROLLBACK, State.INFLIGHT))
+                    return ServiceResult(ACTION, Status.NOTHING_TO_DO, r.timestamp,
+                                         f"abandoned rollback {r.timestamp}: instant {t} is completed (roll it back "
+                                         "with --instant and --allow-completed)")
+                writer.revert_to_inflight(target)
+            outcome = _perform(table, r.timestamp, t, plan)
+            delete_markers(table.storage, table.base_path, t)
+            metadata = RollbackMetadata(
+                start_rollback_time=r.timestamp,
+                time_taken_in_millis=int((time.monotonic() - started) * 1000),
+                total_files_deleted=sum(len(m.success_delete_files) for m in outcome.values()),
+                commits_rollback=(t,), partition_metadata=outcome, version=1,
+                instants_rollback=(InstantInfo(t, action),))
+            try:
+                writer.complete(Instant(r.timestamp, Action.ROLLBACK, State.INFLIGHT),
+                                encode_rollback_metadata(metadata))
+            except (IllegalTransitionError, InstantExistsError):
+                if _rollback_state(table.timeline(), r.timestamp) is not State.COMPLETED:
+                    raise
+        else:
+            outcome = {}
+        _finish_target(table, t, action)
+    finally:
+        heartbeat.stop()
+    _delete_heartbeat(table, t)
+    done = table.timeline()
+    completed = next((i for i in done.instants if i.timestamp == r.timestamp and i.action is Action.ROLLBACK), None)
+    return ServiceResult(ACTION, Status.DONE, r.timestamp, f"rolled back {t} ({action})",
+                         {"target": t,
+                          "files_deleted": sum(len(m.success_delete_files) for m in outcome.values()),
+                          "command_blocks": sum(len(m.rollback_log_files or {}) for m in outcome.values()),
+                          "resumed": resumed,
+                          "completion_time": completed.completion_time if completed else None})
+
+
+def _rollback_state(timeline: Timeline, ts: str) -> State | None:
+    files = [f for f in timeline.files_of(ts) if f.action is Action.ROLLBACK]
+    return max(files, key=lambda f: f.state.rank).state if files else None
+
+
+def _perform(table, r: str, t: str, plan: RollbackPlan) -> dict[str, RollbackPartitionMetadata]:
+    """The plan's file operations, idempotent.  Raises (leaving R inflight) if a delete fails."""
+    storage = table.storage
+    success: dict[str, list[str]] = {}
+    rollback_logs: dict[str, dict[str, int]] = {}
+    failed_logs: dict[str, dict[str, int]] = {}
+    errors: list[str] = []
+    for req in plan.rollback_requests or ():
+        part = req.partition_path or ""
+        success.setdefault(part, [])
+        for path in req.files_to_be_deleted:
+            try:
+                storage.delete(_resolve(table, path))  # False when already gone: counts as deleted
+                success[part].append(path)
+            except OSError as e:
+                errors.append(f"{path}: {e.strerror or e}")
+        if req.log_blocks_to_be_deleted:
+            failed_logs.setdefault(part, {}).update(req.log_blocks_to_be_deleted)
+            block_file, size = _append_command_block(table, part, req.file_id or "", req.latest_base_instant or "",
+                                                     r, t)
+            rollback_logs.setdefault(part, {})[block_file] = size
+    if errors:
+        raise TablesvcError(f"rollback {r} of {t}: could not delete {len(errors)} file(s): {'; '.join(errors[:5])}; "
+                            "re-run the rollback to finish it")
+    out = {}
+    for part in sorted(success):
+        out[part] = RollbackPartitionMetadata(
+            part, tuple(success[part]), (), rollback_logs.get(part, {}), failed_logs.get(part, {}))
+    return out
+
+
+def _append_command_block(table, partition: str, file_id: str, base_instant: str, r: str, t: str) -> tuple[str, int]:
+    """Write ``rollback_block(R, T)`` as the next log version of the slice (token ``1-0-1``),
+    unless the slice already holds it; returns (path, size) of the file holding it."""
+    storage = table.storage
+    folder = join(table.base_path, partition) if partition else table.base_path
+    versions = [0]
+    for info in storage.list_dir(folder):
+        if info.is_dir or not looks_like_log_file(info.name):
+            continue
+        try:
+            ln = LogFileName.parse(info.name)
+        except TablesvcError:
+            continue
+        if ln.file_id != file_id or ln.instant != base_instant or ln.extension != "log" or ln.cdc:
+            continue
+        versions.append(ln.version)
+        try:
+            contents = read_log_file(storage, info.path)
+        except FileNotFoundError:
+            continue
+        if any(b.is_rollback and b.instant_time == r and b.target_instant_time == t for b in contents.blocks):
+            return info.path, info.size
+    version = max(versions) + 1
+    while True:
+        path = join(folder, LogFileName(file_id, base_instant, version, UNKNOWN_WRITE_TOKEN).name)
+        try:
+            data = write_log_file(storage, path, [rollback_block(r, t)])
+            return path, len(data)
+        except FileExistsError:
+            version += 1
+
+
+def _finish_target(table, t: str, action: str) -> None:
+    """Step 7: a pending compaction-like target goes back to requested (plan kept); anything
+    else loses its timeline files (inflight first, then requested)."""
+    timeline = table.timeline()
+    target = target_instant(timeline, t)
+    if target is None:
+        return
+    writer = table.timeline_writer
+    if target.is_completed:
+        raise IllegalTransitionError(f"instant {t} is completed again; its rollback cannot remove it")
+    if action in PLAN_KEEPING_ACTIONS:
+        if target.state is State.INFLIGHT:
+            writer.revert_to_requested(target)
+        return
+    writer.remove_pending(target)
+
+
+def _delete_heartbeat(table, t: str) -> None:
+    table.storage.delete(heartbeat_path(table.base_path, t))
+
+
+def _cleanup_target_leftovers(table, t: str) -> None:
+    delete_markers(table.storage, table.base_path, t)
+    _delete_heartbeat(table, t)
+
+
+__all__ = ["eager_rollback", "rollback", "rollback_failed"]
