@@ -73,3 +73,24 @@ def test_deciding_nothing_is_due_reads_the_timeline_only(tmp_path, spark):
     assert [r.status for r in results] == [Status.NOTHING_TO_DO, Status.NOTHING_TO_DO]
     assert "1 delta commits since the last compaction < 5" in results[0].reason or "< 5" in results[0].reason
     assert elapsed < 1.0   # a timeline read, no Spark job (the benchmark suite measures it properly)
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_inline_log_compaction_through_spark(tmp_path, spark, version):
+    """Log compaction's Spark path: blocks stitched after writes; hudi-rs reads the same rows."""
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), table_version=version,
+                                                        num_buckets=1))
+    config = build_config(conf={"hoodie.log.compaction.inline": "true", "hoodie.log.compaction.blocks.threshold": "3",
+                                "hoodie.clean.automatic": "false"})
+    model = {}
+    statuses = []
+    for n in range(4):
+        keys = range(0, 20) if n == 0 else range(n, n + 6)
+        result = table.upsert(df(spark, keys, n + 1), config=config)
+        model.update({f"k{k:03d}": n + 1 for k in keys})
+        statuses.extend((s.action, s.status) for s in result.services)
+        assert hudi_rows(table.base_path) == sorted(model.items())
+    assert ("log_compaction", Status.DONE) in statuses or ("logcompaction", Status.DONE) in statuses
+    timeline = table.timeline()
+    assert any(timeline.origin_action(i) is Action.LOG_COMPACTION for i in timeline.completed(Action.DELTA_COMMIT))
+    assert sorted((r["uuid"], r["ts"]) for r in table.read(spark=spark).collect()) == sorted(model.items())

@@ -15,12 +15,13 @@ import traceback
 from typing import Sequence
 
 from tablesvc import __version__
-from tablesvc.cli import cmd_clean, cmd_compaction, cmd_fsview, cmd_init, cmd_read, cmd_rollback, cmd_timeline, cmd_write
+from tablesvc.cli import cmd_clean, cmd_compaction, cmd_fsview, cmd_init, cmd_logcompaction, cmd_read, cmd_rollback, cmd_timeline, cmd_write
 from tablesvc.config import load_config
 from tablesvc.errors import TablesvcError
 from tablesvc.storage import LocalStorage
 
-COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read, cmd_compaction, cmd_clean, cmd_rollback)
+COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read, cmd_compaction, cmd_logcompaction, cmd_clean,
+            cmd_rollback)
 
 
 def common_options() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@
 |---|---|
 | `hoodie.compact.inline=true` | if compaction is due (trigger strategy), schedule it and run it now |
 | `hoodie.compact.schedule.inline=true` | if due, only schedule it; `tablesvc compaction run` or the runner executes it |
+| `hoodie.log.compaction.inline=true` | if a file slice holds `hoodie.log.compaction.blocks.threshold` log blocks, log-compact it now |
 | `hoodie.clean.automatic=true` (default) | clean, when the earliest commit to retain moved |
 
 Defaults are Hudi's for MOR tables: cleaning on, compaction off inline.  Deciding that
@@ -36,6 +37,13 @@ def run_inline_services(table, config: ServiceConfig, spark=None) -> list[Servic
             from tablesvc.services.result import Status
 
             results.append(ServiceResult("compaction", Status.NOTHING_TO_DO, None, reason))
+    if config.get("hoodie.log.compaction.inline") and table.config.is_mor:
+        from tablesvc.services.log_compaction import run_log_compaction, schedule_log_compaction
+
+        scheduled = schedule_log_compaction(table, config)
+        results.append(scheduled)
+        if scheduled.instant:
+            results.extend(run_log_compaction(table, scheduled.instant, spark=spark, config=config))
     if config.get("hoodie.clean.automatic"):
         from tablesvc.services.clean import run_clean
 
