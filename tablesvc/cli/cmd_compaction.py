@@ -10,11 +10,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from tablesvc.cli import output
-from tablesvc.config import load_config
-from tablesvc.table import Table
+from tablesvc.cli.output import print_json, print_table, say
+from tablesvc.cli.service_support import lazy_spark, open_table, print_results
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -48,29 +46,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 # Output goes to the current sys.stdout (not the one bound at import), so callers can capture it.
-def say(message: str) -> None:
-    output.say(message, sys.stdout)
-
-
-def print_json(data) -> None:
-    output.print_json(data, sys.stdout)
-
-
-def print_table(rows, columns) -> None:
-    output.print_table(rows, columns, sys.stdout)
-
-
-def _open(args: argparse.Namespace):
-    table = Table.open(args.path)
-    config = load_config(table.storage, conf_pairs=getattr(args, "conf", None) or (),
-                         config_file=getattr(args, "config", None), table_path=table.base_path)
-    return table, config
-
-
 def run_schedule(args: argparse.Namespace) -> int:
     from tablesvc.services.compaction import compaction_due, schedule_compaction
 
-    table, config = _open(args)
+    table, config = open_table(args)
     _due, trigger = compaction_due(table.timeline(), config, table.clock, tz=table.instant_times.timezone)
     result = schedule_compaction(table, config, force=True, instant=args.instant)
     if args.json:
@@ -84,27 +63,18 @@ def run_schedule(args: argparse.Namespace) -> int:
 def run_run(args: argparse.Namespace) -> int:
     from tablesvc.services.compaction import run_compaction
 
-    table, config = _open(args)
-
-    def spark():
-        from tablesvc.spark.session import get_spark
-
-        return get_spark(args.spark_profile, config.as_dict(), quiet=not args.debug)
-
+    table, config = open_table(args)
     sort_columns = tuple(c.strip() for c in (args.sort_columns or "").split(",") if c.strip())
-    results = run_compaction(table, args.instant, spark=spark, sort_columns=sort_columns, config=config)
-    if args.json:
-        print_json([r.as_dict() for r in results])
-    else:
-        for r in results:
-            say(r.render())
+    results = run_compaction(table, args.instant, spark=lazy_spark(args, config), sort_columns=sort_columns,
+                             config=config)
+    print_results(args, results)
     return 0
 
 
 def run_list(args: argparse.Namespace) -> int:
     from tablesvc.services.compaction import list_compactions
 
-    table, _config = _open(args)
+    table, _config = open_table(args)
     rows = list_compactions(table)
     if args.json:
         print_json(rows)

@@ -11,11 +11,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from tablesvc.cli import output
-from tablesvc.config import load_config
-from tablesvc.table import Table
+from tablesvc.cli.output import print_json, print_table, say
+from tablesvc.cli.service_support import lazy_spark, open_table, print_results
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -48,29 +46,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     ls.set_defaults(run=run_list)
 
 
-def say(message: str) -> None:
-    output.say(message, sys.stdout)
-
-
-def print_json(data) -> None:
-    output.print_json(data, sys.stdout)
-
-
-def print_table(rows, columns) -> None:
-    output.print_table(rows, columns, sys.stdout)
-
-
-def _open(args: argparse.Namespace):
-    table = Table.open(args.path)
-    config = load_config(table.storage, conf_pairs=getattr(args, "conf", None) or (),
-                         config_file=getattr(args, "config", None), table_path=table.base_path)
-    return table, config
-
-
 def run_schedule(args: argparse.Namespace) -> int:
     from tablesvc.services.log_compaction import schedule_log_compaction
 
-    table, config = _open(args)
+    table, config = open_table(args)
     result = schedule_log_compaction(table, config, force=bool(getattr(args, "force", False)), instant=args.instant)
     if args.json:
         print_json(result.as_dict())
@@ -82,26 +61,16 @@ def run_schedule(args: argparse.Namespace) -> int:
 def run_run(args: argparse.Namespace) -> int:
     from tablesvc.services.log_compaction import run_log_compaction
 
-    table, config = _open(args)
-
-    def spark():
-        from tablesvc.spark.session import get_spark
-
-        return get_spark(args.spark_profile, config.as_dict(), quiet=not getattr(args, "debug", False))
-
-    results = run_log_compaction(table, args.instant, spark=spark, config=config)
-    if args.json:
-        print_json([r.as_dict() for r in results])
-    else:
-        for r in results:
-            say(r.render())
+    table, config = open_table(args)
+    results = run_log_compaction(table, args.instant, spark=lazy_spark(args, config), config=config)
+    print_results(args, results)
     return 0
 
 
 def run_list(args: argparse.Namespace) -> int:
     from tablesvc.services.log_compaction import list_log_compactions
 
-    table, _config = _open(args)
+    table, _config = open_table(args)
     rows = list_log_compactions(table)
     if args.json:
         print_json(rows)

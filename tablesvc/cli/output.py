@@ -7,12 +7,17 @@ import sys
 from typing import Any, Sequence, TextIO
 
 
-def print_json(data: Any, out: TextIO = sys.stdout) -> None:
+# Each function looks sys.stdout up when called (not at import), so callers can capture it.
+
+def print_json(data: Any, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     json.dump(data, out, indent=2, sort_keys=False, default=str)
     out.write("\n")
 
 
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: TextIO = sys.stdout) -> None:
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+
     def cell(v: Any) -> str:
         if v is None:
             return "-"
@@ -27,5 +32,5 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: Tex
         out.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
 
 
-def say(message: str, out: TextIO = sys.stdout) -> None:
-    out.write(message + "\n")
+def say(message: str, out: TextIO | None = None) -> None:
+    (out or sys.stdout).write(message + "\n")
