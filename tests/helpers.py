@@ -41,3 +41,14 @@ def wait_for(predicate, timeout: float = 180.0, what: str = "the process under t
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def data_files(base) -> set[str]:
+    """Base and log files of a table (relative paths), outside .hoodie."""
+    out = set()
+    for root, dirs, files in os.walk(base):
+        dirs[:] = [d for d in dirs if not d.startswith(".hoodie")]
+        for f in files:
+            if f.endswith(".parquet") or ".log." in f:
+                out.add(os.path.relpath(os.path.join(root, f), base))
+    return out

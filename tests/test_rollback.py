@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import wait_for
+from helpers import data_files, wait_for
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.cli import cmd_rollback
@@ -74,16 +74,6 @@ def our_snapshot(path) -> dict[str, int]:
         return {}
     got = pa.concat_tables(parts)
     return dict(zip(got.column("uuid").to_pylist(), got.column("ts").to_pylist()))
-
-
-def data_files(base) -> set[str]:
-    out = set()
-    for root, dirs, files in os.walk(base):
-        dirs[:] = [d for d in dirs if not d.startswith(".hoodie")]
-        for f in files:
-            if f.endswith(".parquet") or ".log." in f:
-                out.add(os.path.relpath(os.path.join(root, f), base))
-    return out
 
 
 def tree(base) -> dict[str, str]:

@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+
+from helpers import data_files
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.errors import InvalidInputError
@@ -35,16 +37,6 @@ CITIES = ("chennai", "san_francisco", "sao_paulo")
 # =============================================================================================
 # End to end: several delta commits through the pieces, read back by hudi-rs after each one
 # =============================================================================================
-
-def _data_files(base: Path) -> set[str]:
-    out = set()
-    for root, dirs, files in os.walk(base):
-        dirs[:] = [d for d in dirs if not d.startswith(".hoodie")]
-        for f in files:
-            if f.endswith(".parquet") or ".log." in f:
-                out.add(os.path.relpath(os.path.join(root, f), base))
-    return out
-
 
 class Harness:
     """Drives the pieces the way the Spark side will: one call per file group per commit."""
@@ -80,7 +72,7 @@ class Harness:
         self.stage += 1
         ctx = WriteContext(table.base_path, cfg.name, cfg.version, instant.timestamp, schema, cfg.ordering_field,
                            log_block_format=self.log_block_format, operation=operation, stage_id=self.stage)
-        before = _data_files(self.path)
+        before = data_files(self.path)
         groups = sorted(set(zip(keyed.column(PARTITION_PATH_COLUMN).to_pylist(), buckets.to_pylist())))
         stats: dict[str, list] = {}
         for task, (partition, bucket) in enumerate(groups):
@@ -92,7 +84,7 @@ class Harness:
                 FileGroupTarget.new(partition, bucket_file_id(bucket))
             for st in write_file_group(table.storage, ctx, target, records, task_partition=task, attempt=0):
                 stats.setdefault(partition, []).append(st)
-        written = _data_files(self.path) - before
+        written = data_files(self.path) - before
         # every file written has a marker and a write stat, and nothing else does
         marked = {f"{p}/{name}" if p else name for p, name, _ in list_markers(table.storage, table.base_path,
                                                                             instant.timestamp)}

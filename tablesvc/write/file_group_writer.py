@@ -200,22 +200,8 @@ def _write_log(storage: Storage, ctx: WriteContext, target: FileGroupTarget, rec
         counts = {"num_writes": n, "num_update_writes": n}
     data = encode_blocks([block])
     name_instant = _log_name_instant(ctx, target)
-    version = _first_log_version(target, name_instant)
-    for _ in range(_MAX_LOG_VERSION_PROBES):
-        name = LogFileName(target.file_id, name_instant, version, token).name
-        path = join(ctx.base_path, target.partition, name)
-        # Never mark a file that is already there: it may belong to an earlier commit
-        # (v6 names carry the slice's base instant), and a rollback deletes marked files.
-        if not storage.exists(path):
-            create_marker(storage, ctx.base_path, ctx.instant, target.partition, name, IOType.APPEND)
-            try:
-                storage.write_new(path, data)
-                break
-            except FileExistsError:
-                pass
-        version += 1
-    else:
-        raise ConflictError(f"file group {target.file_id}: no free log version after {_MAX_LOG_VERSION_PROBES} tries")
+    name, version = write_new_log_file(storage, ctx.base_path, ctx.instant, target.partition, target.file_id,
+                                       name_instant, _first_log_version(target, name_instant), token, data)
     prev = target.base_instant if ctx.names_logs_by_base_instant else ctx.instant
     return WriteStat(file_id=target.file_id, path=_rel(target.partition, name), prev_commit=prev,
                      partition_path=target.partition, total_write_bytes=len(data), file_size_in_bytes=len(data),
@@ -244,3 +230,26 @@ __all__ = [
     "FileGroupTarget", "LOG_BLOCK_FORMATS", "OPERATIONS", "WriteContext", "ensure_partition_metadata",
     "partition_depth", "write_file_group",
 ]
+
+
+def write_new_log_file(storage: Storage, base_path: str, instant: str, partition: str, file_id: str,
+                       name_instant: str, first_version: int, token: str, data: bytes) -> tuple[str, int]:
+    """Create a new log file at the first free version from ``first_version`` on; returns (name, version).
+
+    Never marks a file that is already there: it may belong to an earlier commit (v6 names
+    carry the slice's base instant), and a rollback deletes marked files.  The marker is
+    created before the file; the file appears whole (``write_new``).
+    """
+    version = first_version
+    for _ in range(_MAX_LOG_VERSION_PROBES):
+        name = LogFileName(file_id, name_instant, version, token).name
+        path = join(base_path, partition, name)
+        if not storage.exists(path):
+            create_marker(storage, base_path, instant, partition, name, IOType.APPEND)
+            try:
+                storage.write_new(path, data)
+                return name, version
+            except FileExistsError:
+                pass
+        version += 1
+    raise ConflictError(f"file group {file_id}: no free log version after {_MAX_LOG_VERSION_PROBES} tries")

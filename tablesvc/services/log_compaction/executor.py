@@ -41,7 +41,8 @@ from tablesvc.services.compaction.executor import _heartbeat_settings, _rel, _re
 from tablesvc.services.compaction.planner import check_supported
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
 from tablesvc.services.result import ServiceResult, Status
-from tablesvc.write.markers import IOType, create_marker, delete_markers
+from tablesvc.write.file_group_writer import write_new_log_file
+from tablesvc.write.markers import delete_markers
 from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
 from timeline.errors import IllegalTransitionError, InstantExistsError
 from timeline.heartbeat import Heartbeat, is_expired, last_beat_ms
@@ -50,7 +51,6 @@ from timeline.payloads import CommitMetadata, CompactionPlan, WriteStat, encode_
 from timeline.storage import Storage, join
 
 OPERATION_TYPE = "LOG_COMPACT"
-_MAX_VERSION_PROBES = 1000
 
 
 @dataclass(frozen=True)
@@ -164,20 +164,8 @@ def log_compact_file_group(storage: Storage, ctx: ReadContext, task: LogCompacti
                             "in its planned log files any more (rolled back?); roll it back and reschedule")
     scan_ms = int((time.monotonic() - started) * 1000)
     data = encode_blocks(compacted_blocks(task.instant, task.schema_json, merged))
-    version = task.first_version
-    for _ in range(_MAX_VERSION_PROBES):
-        name = LogFileName(task.file_id, task.name_instant, version, token).name
-        path = join(folder, name)
-        if not storage.exists(path):  # never mark another write's file: a rollback deletes marked files
-            create_marker(storage, ctx.base_path, task.instant, task.partition, name, IOType.APPEND)
-            try:
-                storage.write_new(path, data)
-                break
-            except FileExistsError:
-                pass
-        version += 1
-    else:
-        raise ConflictError(f"file group {task.file_id}: no free log version after {_MAX_VERSION_PROBES} tries")
+    name, version = write_new_log_file(storage, ctx.base_path, task.instant, task.partition, task.file_id,
+                                       task.name_instant, task.first_version, token, data)
     prev = task.base_instant if task.table_version < 8 else task.instant
     n = merged.records.num_rows
     return WriteStat(
