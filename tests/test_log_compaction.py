@@ -266,7 +266,7 @@ def test_compacted_blocks_merge_like_the_originals(tmp_path, mode):
     from tablesvc.logformat import DeleteRecord, avro_data_block, encode_delete_records, write_log_file
     from tablesvc.logformat import LogBlock, new_header
     from tablesvc.merge import merge_records, select_blocks
-    from tablesvc.merge.slice_reader import _log_inputs
+    from tablesvc.merge import log_inputs
     from tablesvc.merge.schema import work_schema
     from tablesvc.services.log_compaction import compacted_blocks, merge_log_blocks
     from tablesvc.storage import storage_for
@@ -304,7 +304,7 @@ def test_compacted_blocks_merge_like_the_originals(tmp_path, mode):
     write_log_file(storage, compacted_path, compacted_blocks("600", schema, merged))
 
     def merge(paths_, c):
-        inputs, _, _ = _log_inputs(select_blocks(storage, tuple(paths_), c), work_schema(c))
+        inputs, _, _ = log_inputs(select_blocks(storage, tuple(paths_), c), work_schema(c))
         out = merge_records(base, inputs, merge_mode=c.effective_merge_mode, ordering_field="ts",
                             schema=work_schema(c))
         return sorted((r["_hoodie_record_key"], r["ts"], r["fare"]) for r in out.to_pylist())

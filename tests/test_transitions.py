@@ -93,6 +93,25 @@ def test_creating_an_existing_instant_fails(tmp_path):
         w.request(Action.CLEAN, timestamp="20000101000000000")
 
 
+
+def test_request_built_plans_under_the_lock_and_writes_nothing_for_no_plan(tmp_path):
+    w = make_writer(tmp_path, TimelineLayout.V2)
+    first = w.request(Action.DELTA_COMMIT)
+    seen = []
+
+    def build(timeline):
+        seen.append([i.timestamp for i in timeline.instants])
+        lock_file = tmp_path / ".hoodie" / ".aux" / ".tablesvc.lock"
+        assert lock_file.exists(), "the payload must be built while the table lock is held"
+        return None if len(seen) == 1 else b"plan"
+
+    assert w.request_built(Action.COMPACTION, build) is None
+    assert [i.timestamp for i in w.load().instants] == [first.timestamp]  # nothing was created
+    made = w.request_built(Action.COMPACTION, build)
+    assert made is not None and made.state is State.REQUESTED and made.timestamp > first.timestamp
+    assert seen == [[first.timestamp], [first.timestamp]]
+    assert (tmp_path / TimelineLayout.V2.timeline_dir / made.file_name()).read_bytes() == b"plan"
+
 def test_revert_and_remove_pending(tmp_path):
     w = make_writer(tmp_path, TimelineLayout.V2)
     req = w.request(Action.COMPACTION, b"plan")

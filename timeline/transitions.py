@@ -77,19 +77,31 @@ class TimelineWriter:
         the create happen under the table lock.
         """
         with self.lock():
+            return self._create(self.load(), action, payload, timestamp)
+
+    def request_built(self, action: Action, build: Callable[[Timeline], bytes | None],
+                      timestamp: str | None = None) -> Instant | None:
+        """Like ``request``, with the payload built by ``build(timeline)`` under the same lock
+        hold, so a plan cannot miss an instant completed between listing and creating it.
+        ``build`` returning None creates nothing (returns None)."""
+        with self.lock():
             timeline = self.load()
-            latest = timeline.max_time()
-            if timestamp is None:
-                timestamp = self.generator.next(after=latest)
-            elif timeline.files_of(timestamp):
-                raise InstantExistsError(f"instant {timestamp} already exists on the timeline of {self.base_path}")
-            elif latest is not None and timestamp <= latest:
-                raise InvalidInstantError(f"instant {timestamp} is not after the latest time on the timeline ({latest})")
-            first = State.INFLIGHT if action is Action.SAVEPOINT else State.REQUESTED
-            check_transition(timestamp, action, None, first)
-            instant = Instant(timestamp, action, first)
-            self._write(timeline, instant, payload)
-            return instant
+            payload = build(timeline)
+            return None if payload is None else self._create(timeline, action, payload, timestamp)
+
+    def _create(self, timeline: Timeline, action: Action, payload: bytes, timestamp: str | None) -> Instant:
+        latest = timeline.max_time()
+        if timestamp is None:
+            timestamp = self.generator.next(after=latest)
+        elif timeline.files_of(timestamp):
+            raise InstantExistsError(f"instant {timestamp} already exists on the timeline of {self.base_path}")
+        elif latest is not None and timestamp <= latest:
+            raise InvalidInstantError(f"instant {timestamp} is not after the latest time on the timeline ({latest})")
+        first = State.INFLIGHT if action is Action.SAVEPOINT else State.REQUESTED
+        check_transition(timestamp, action, None, first)
+        instant = Instant(timestamp, action, first)
+        self._write(timeline, instant, payload)
+        return instant
 
     def start(self, instant: Instant, payload: bytes = b"") -> Instant:
         """requested -> inflight."""

@@ -17,6 +17,7 @@ from tablesvc.merge.schema import META_COLUMNS, align_table, output_schema
 from tablesvc.merge.slice_reader import (
     DEFAULT_BATCH_SIZE,
     iter_file_slice,
+    log_inputs,
     read_file_slice,
     read_file_slice_with_metrics,
 )
@@ -24,6 +25,6 @@ from tablesvc.merge.slice_reader import (
 __all__ = [
     "BlockSelection", "COMMIT_TIME_ORDERING", "DEFAULT_BATCH_SIZE", "EVENT_TIME_ORDERING", "LogDeletes",
     "META_COLUMNS", "ReadContext", "SelectedBlock", "SliceReadMetrics", "SliceSpec", "align_table",
-    "is_natural_delete", "iter_file_slice", "merge_records", "output_schema", "read_file_slice",
+    "is_natural_delete", "iter_file_slice", "log_inputs", "merge_records", "output_schema", "read_file_slice",
     "read_file_slice_with_metrics", "select_blocks", "select_from_contents",
 ]

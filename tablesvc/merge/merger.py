@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from tablesvc.errors import InvalidInputError
 from tablesvc.logformat import DeleteRecord
-from tablesvc.merge.context import COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING, MERGE_MODES
+from tablesvc.merge.context import EVENT_TIME_ORDERING, MERGE_MODES
 from tablesvc.merge.schema import COMMIT_TIME, RECORD_KEY
 
 _ARRIVAL = "__tablesvc_arrival"

@@ -46,7 +46,9 @@ def _read_base(storage: Storage, path: str, schema: pa.Schema) -> pa.Table:
     return align_table(pf.read(columns=present), schema)
 
 
-def _log_inputs(selection: BlockSelection, schema: pa.Schema) -> tuple[list[LogInput], int, int]:
+def log_inputs(selection: BlockSelection, schema: pa.Schema) -> tuple[list[LogInput], int, int]:
+    """The selected blocks as merge inputs (record tables aligned to ``schema``, delete lists),
+    with the number of log records and of deleted keys."""
     inputs: list[LogInput] = []
     records = deletes = 0
     for sb in selection.blocks:
@@ -70,7 +72,7 @@ def read_file_slice_with_metrics(storage: Storage | None, spec: SliceSpec,
     work = work_schema(ctx)
     base = _read_base(storage, spec.base_file, work) if spec.base_file else None
     selection = select_blocks(storage, spec.log_files, ctx)
-    inputs, n_records, n_deletes = _log_inputs(selection, work)
+    inputs, n_records, n_deletes = log_inputs(selection, work)
     merged = merge_records(base, inputs, merge_mode=ctx.effective_merge_mode, ordering_field=ctx.ordering_field,
                            record_key_field=ctx.record_key_field, append_only=ctx.append_only, schema=work)
     result = pa.Table.from_arrays([merged.column(n) for n in out.names], schema=out)
@@ -111,4 +113,4 @@ def iter_file_slice(storage: Storage | None, spec: SliceSpec, ctx: ReadContext,
     yield from table.to_batches(max_chunksize=batch_size)
 
 
-__all__ = ["DEFAULT_BATCH_SIZE", "iter_file_slice", "read_file_slice", "read_file_slice_with_metrics"]
+__all__ = ["DEFAULT_BATCH_SIZE", "iter_file_slice", "log_inputs", "read_file_slice", "read_file_slice_with_metrics"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import json
-import pickle
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,22 +28,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
-from tablesvc.fsview.names import BaseFileName, LogFileName, write_token
+from tablesvc.fsview.names import BaseFileName, LogFileName
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice_with_metrics
 from tablesvc.services.compaction.planner import ACTION, check_supported, schedule_compaction
-from tablesvc.services.compaction.triggers import config_value
+from tablesvc.services.plan_execution import (
+    all_stats, finish_plan, plural, refuse_if_alive, rel_path, remove_orphans, run_file_group_tasks, start_plan, total,
+)
 from tablesvc.services.result import ServiceResult, Status
-from tablesvc.write.markers import IOType, create_marker, delete_markers, list_markers
+from tablesvc.write.markers import IOType, create_marker
 from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
 from timeline.active import Timeline
-from timeline.errors import IllegalTransitionError, InstantExistsError
-from timeline.heartbeat import Heartbeat, is_expired, last_beat_ms
 from timeline.instant import Action, Instant, State
 from timeline.payloads import CommitMetadata, CompactionPlan, WriteStat, encode_commit_metadata
 from timeline.storage import Storage, join
 
-HEARTBEAT_INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
-HEARTBEAT_MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
 KEY, COMMIT_TIME, SEQNO, FILE_NAME = ("_hoodie_record_key", "_hoodie_commit_time", "_hoodie_commit_seqno",
                                       "_hoodie_file_name")
 
@@ -69,10 +66,6 @@ class CompactionTask:
         folder = join(base_path, self.partition)
         return SliceSpec(self.partition, self.file_id, join(folder, self.base_file) if self.base_file else None,
                          tuple(join(folder, n) for n in self.log_files))
-
-
-def _rel(partition: str, name: str) -> str:
-    return f"{partition}/{name}" if partition else name
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
@@ -109,7 +102,7 @@ def compact_file_group(storage: Storage, ctx: ReadContext, task: CompactionTask,
     try:
         storage.write_new(join(ctx.base_path, task.partition, name), data)
     except FileExistsError:
-        raise ConflictError(f"{_rel(task.partition, name)} already exists (the same task attempt ran twice?)") \
+        raise ConflictError(f"{rel_path(task.partition, name)} already exists (the same task attempt ran twice?)") \
             from None
     # counts: inserts (keys new to the base file), updates (base keys whose record changed), deletes
     base = _base_keys(storage, spec.base_file)
@@ -123,7 +116,7 @@ def compact_file_group(storage: Storage, ctx: ReadContext, task: CompactionTask,
     deletes = max(0, len(set(base.column(KEY).to_pylist())) - (joined.num_rows - inserts))
     extra_v8 = {"prev_base_file": task.base_file, "total_log_read_time_ms": scan_ms} if task.table_version >= 8 else {}
     return WriteStat(
-        file_id=task.file_id, path=_rel(task.partition, name), prev_commit=task.base_instant or "null",
+        file_id=task.file_id, path=rel_path(task.partition, name), prev_commit=task.base_instant or "null",
         partition_path=task.partition, num_writes=out.num_rows, num_deletes=deletes, num_update_writes=updates,
         num_inserts=inserts, total_write_bytes=len(data), total_write_errors=0, file_size_in_bytes=len(data),
         total_log_records=metrics.log_records + metrics.log_deletes, total_log_files_compacted=len(task.log_files),
@@ -135,39 +128,7 @@ def compact_file_group(storage: Storage, ctx: ReadContext, task: CompactionTask,
         **extra_v8)
 
 
-def _spark_job(ctx: ReadContext):
-    def run(batches):
-        from tablesvc.spark.session import task_identity
-        from tablesvc.storage import storage_for
-
-        storage = storage_for(ctx.base_path)
-        task_partition, stage, attempt = task_identity()
-        token = write_token(task_partition, stage, attempt)
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                task = pickle.loads(blob)
-                stat = compact_file_group(storage, ctx, task, token)
-                yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
-                                                 names=["partition", "stat"])
-    return run
-
-
 # -- the driver ------------------------------------------------------------------------------------
-def _heartbeat_settings(config: Any) -> tuple[int, int]:
-    return (int(config_value(config, HEARTBEAT_INTERVAL_KEY, 60_000)),
-            int(config_value(config, HEARTBEAT_MISSES_KEY, 2)))
-
-
-def _spark_session(spark):
-    if spark is None:
-        from tablesvc.spark.session import get_spark
-
-        return get_spark()
-    if callable(spark) and not hasattr(spark, "sparkContext"):
-        return spark()
-    return spark
-
-
 def _tasks(table, plan: CompactionPlan, instant: str, schema_json: str, sort_columns: tuple[str, ...]):
     tasks = []
     for op in plan.operations or ():
@@ -194,18 +155,9 @@ def _check_sort_columns(sort_columns: tuple[str, ...], schema_json: str, instant
 
 
 def _recover_inflight(table, instant: Instant, config: Any) -> None:
-    interval, misses = _heartbeat_settings(config)
-    if not is_expired(table.storage, table.base_path, instant.timestamp, table.clock, interval, misses):
-        beat = last_beat_ms(table.storage, table.base_path, instant.timestamp)
-        age = (table.clock.now_ms() - beat) if beat is not None else None
-        raise ConflictError(f"compaction {instant.timestamp} is inflight and its heartbeat is alive "
-                            f"(last beat {age} ms ago, expires after {interval * misses} ms): another process "
-                            "is running it; retry later")
-    try:
-        from tablesvc.services.rollback import rollback
-    except ImportError as e:
-        raise TablesvcError(f"compaction {instant.timestamp} is inflight (its process died) and must be rolled "
-                            f"back first, but the rollback service is not available ({e})") from None
+    refuse_if_alive(table, instant, "compaction", config)
+    from tablesvc.services.rollback import rollback
+
     # Deletes the files C's markers list and reverts C to requested; the plan stays.
     rollback(table, instant.timestamp, config=config) if config is not None else rollback(table, instant.timestamp)
 
@@ -229,32 +181,18 @@ def _v6_conflicts(table, plan: CompactionPlan, instant: str):
 
 def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], config: Any) -> ServiceResult:
     started = time.monotonic()
-    storage, writer = table.storage, table.timeline_writer
     timeline = table.timeline()
     current = timeline.get(instant_ts)
     if current is None or timeline.origin_action(current) is not Action.COMPACTION:
         raise UnknownInstantError(f"no compaction {instant_ts} on the timeline of {table.base_path}")
     if current.is_completed:
         return ServiceResult(ACTION, Status.NOTHING_TO_DO, instant_ts, "already completed")
-    plan: CompactionPlan = timeline.plan_of(storage, current)
-    recovered = False
-    if current.state is State.INFLIGHT:
+    plan: CompactionPlan = timeline.plan_of(table.storage, current)
+    recovered = current.state is State.INFLIGHT
+    if recovered:
         _recover_inflight(table, current, config)
-        recovered = True
-    interval, _misses = _heartbeat_settings(config)
-    requested = Instant(instant_ts, Action.COMPACTION, State.REQUESTED)
-    with writer.lock():  # a heartbeat started under the lock: two executors cannot both take C
-        now = table.timeline().get(instant_ts)
-        if now is None or now.state is not State.REQUESTED:
-            raise ConflictError(f"compaction {instant_ts} is {now.state.value if now else 'gone'}, not requested: "
-                                "another process took it; retry later")
-        heartbeat = Heartbeat(storage, table.base_path, instant_ts, table.clock, interval).start()
-        try:
-            inflight = writer.start(requested)
-        except (InstantExistsError, IllegalTransitionError) as e:
-            heartbeat.stop(delete=False)
-            raise ConflictError(f"compaction {instant_ts}: {e}") from None
-    try:
+    # On failure C stays inflight without a heartbeat: the next run rolls it back and re-executes it.
+    with start_plan(table, instant_ts, Action.COMPACTION, "compaction", config) as inflight:
         timeline = table.timeline()
         ctx = ReadContext.for_table(table, timeline, as_of=instant_ts)
         schema_json = ctx.table_schema_json or table.schema(timeline)
@@ -262,51 +200,24 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
             raise InvalidInputError(f"compaction {instant_ts}: the table has no schema")
         _check_sort_columns(sort_columns, schema_json, instant_ts)
         tasks = _tasks(table, plan, instant_ts, schema_json, sort_columns)
-        stats: dict[str, list[WriteStat]] = {}
-        if tasks:
-            from tablesvc.spark.errors import translate_task_error
-            from tablesvc.spark.read_job import specs_dataframe
-
-            session = _spark_session(spark)
-            try:
-                rows = specs_dataframe(session, tasks).mapInArrow(_spark_job(ctx), "partition string, stat string") \
-                    .collect()
-            except Exception as e:
-                raise translate_task_error(e) from None
-            for row in rows:
-                stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
-        _remove_orphans(table, instant_ts, stats)
+        stats = run_file_group_tasks(table, ctx, tasks, compact_file_group, spark)
+        remove_orphans(table, instant_ts, stats)
         latest_schema = table.schema(table.timeline()) or schema_json
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=True,
                                   extra_metadata={"schema": latest_schema}, operation_type="COMPACT")
         precheck = _v6_conflicts(table, plan, instant_ts) if table.config.version < 8 else None
-        done = writer.complete(inflight, encode_commit_metadata(metadata, table.config.layout), precheck)
-    finally:
-        # On failure C stays inflight without a heartbeat: the next run rolls it back and re-executes it.
-        heartbeat.stop()
-    delete_markers(storage, table.base_path, instant_ts)
-    all_stats = [s for v in stats.values() for s in v]
-    metrics = {"file_groups": len(all_stats), "log_files": sum(s.total_log_files_compacted or 0 for s in all_stats),
-               "log_bytes": sum(s.total_log_size_compacted or 0 for s in all_stats),
-               "log_records": sum(s.total_log_records or 0 for s in all_stats),
-               "records_written": sum(s.num_writes or 0 for s in all_stats),
-               "bytes_written": sum(s.file_size_in_bytes or 0 for s in all_stats),
-               "seconds": round(time.monotonic() - started, 3)}
+        done = finish_plan(table, inflight, encode_commit_metadata(metadata, table.config.layout), precheck)
+    written = all_stats(stats)
+    metrics = {"file_groups": len(written), "log_files": total(written, "total_log_files_compacted"),
+               "log_bytes": total(written, "total_log_size_compacted"),
+               "log_records": total(written, "total_log_records"), "records_written": total(written, "num_writes"),
+               "bytes_written": total(written, "file_size_in_bytes"), "seconds": round(time.monotonic() - started, 3)}
     if done.completion_time:
         metrics["completion_time"] = done.completion_time
-    reason = f"{len(all_stats)} file group{'s' if len(all_stats) != 1 else ''} compacted into new base files"
+    reason = f"{plural(len(written), 'file group')} compacted into new base files"
     if recovered:
         reason += " (an earlier failed attempt was rolled back first)"
     return ServiceResult(ACTION, Status.DONE, instant_ts, reason, metrics)
-
-
-def _remove_orphans(table, instant: str, stats: dict[str, list[WriteStat]]) -> None:
-    """Delete files a failed task attempt left behind: a marker, but no write stat."""
-    written = {s.path for v in stats.values() for s in v}
-    for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
-        rel = _rel(partition, file_name)
-        if rel not in written:
-            table.storage.delete(join(table.base_path, rel))
 
 
 def run_compaction(table, instant: str | None = None, *, spark=None, sort_columns=(),

@@ -16,25 +16,25 @@ between listing the file slices and creating the plan:
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
+from tablesvc.config.values import config_value
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.fsview.names import LogFileName
 from tablesvc.fsview.view import FileSlice
-from tablesvc.services.compaction.triggers import compaction_due, config_value
-from tablesvc.services.result import ServiceResult, Status
+from tablesvc.services.compaction.triggers import compaction_due
+from tablesvc.services.plan_execution import schedule_plan
+from tablesvc.services.result import ServiceResult
 from tablesvc.table.config import MergeMode
 from timeline.active import Timeline
 from timeline.instant import Action
-from timeline.payloads import CompactionOperation, CompactionPlan, encode_compaction_plan
-from timeline.transitions import TimelineWriter
+from timeline.payloads import CompactionOperation, CompactionPlan
 
 ACTION = "compaction"
 TARGET_IO_KEY = "hoodie.compaction.target.io"
 DEFAULT_TARGET_IO_MB = 500 * 1024          # Hudi's default: 500 GB per compaction
-_MB = 1024 * 1024
+MB = 1024 * 1024
 # Pending actions that count as writes for the v6 rule (they add files to file slices).
 _WRITE_ACTIONS = (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING,
                   Action.LOG_COMPACTION)
@@ -56,17 +56,6 @@ def check_supported(table) -> None:
     if not cfg.populate_meta_fields:
         raise UnsupportedTableError(f"{table.base_path}: hoodie.populate.meta.fields=false: without stored "
                                     "record keys a compaction cannot merge records")
-
-
-@contextmanager
-def _no_lock() -> Iterator[None]:
-    yield
-
-
-def _writer_under_held_lock(table) -> TimelineWriter:
-    """The table's timeline writer, for use while the caller already holds the table lock."""
-    w = table.timeline_writer
-    return TimelineWriter(w.storage, w.base_path, w.layout, w.generator, _no_lock)  # type: ignore[arg-type]
 
 
 def pinned_file_groups(table, timeline: Timeline) -> dict[tuple[str, str], str]:
@@ -129,8 +118,8 @@ class _Candidate:
         return self.slice.base_file.size if self.slice.base_file else 0
 
     def operation(self) -> CompactionOperation:
-        read_mb = (self.base_bytes + self.log_bytes) / _MB
-        write_mb = (self.base_bytes or self.log_bytes) / _MB
+        read_mb = (self.base_bytes + self.log_bytes) / MB
+        write_mb = (self.base_bytes or self.log_bytes) / MB
         metrics = {"TOTAL_LOG_FILES": float(len(self.log_names)), "TOTAL_LOG_FILES_SIZE": float(self.log_bytes),
                    "TOTAL_IO_READ_MB": read_mb, "TOTAL_IO_WRITE_MB": write_mb, "TOTAL_IO_MB": read_mb + write_mb}
         s = self.slice
@@ -139,7 +128,7 @@ class _Candidate:
                                    delta_file_paths=self.log_names, metrics=metrics)
 
 
-def _pending_writes(timeline: Timeline) -> list[str]:
+def pending_writes(timeline: Timeline) -> list[str]:
     return [f"{i.timestamp} ({i.action.value}, {i.state.value})" for i in timeline.pending()
             if i.action in _WRITE_ACTIONS]
 
@@ -147,7 +136,7 @@ def _pending_writes(timeline: Timeline) -> list[str]:
 def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[CompactionPlan | None, str, dict]:
     """The plan for the table as ``timeline`` shows it, or (None, why not, {})."""
     if table.config.version < 8:
-        writes = _pending_writes(timeline)
+        writes = pending_writes(timeline)
         if writes:
             return None, (f"table version 6: write {writes[0]} is pending; a compaction must be earlier than "
                           "every pending write (v6 names log files after their slice), so nothing is scheduled "
@@ -197,20 +186,15 @@ def schedule_compaction(table, config: Any = None, *, force: bool = False,
     ``force`` skips the trigger (a manual request); ``instant`` fixes C (it must be later
     than every time on the timeline)."""
     check_supported(table)
-    with table.timeline_writer.lock():
-        timeline = table.timeline()
+
+    def build(timeline: Timeline) -> tuple[CompactionPlan | None, str, dict]:
         if not force:
             due, why = compaction_due(timeline, config, table.clock, tz=table.instant_times.timezone)
             if not due:
-                return ServiceResult(ACTION, Status.NOTHING_TO_DO, None, f"not due: {why}")
-        plan, why_not, metrics = build_plan(table, timeline, config)
-        if plan is None:
-            return ServiceResult(ACTION, Status.NOTHING_TO_DO, None, why_not)
-        requested = _writer_under_held_lock(table).request(Action.COMPACTION, encode_compaction_plan(plan),
-                                                           timestamp=instant)
-    n = metrics["file_groups"]
-    return ServiceResult(ACTION, Status.SCHEDULED, requested.timestamp,
-                         f"{n} file group{'s' if n != 1 else ''} planned", metrics)
+                return None, f"not due: {why}", {}
+        return build_plan(table, timeline, config)
+
+    return schedule_plan(table, Action.COMPACTION, ACTION, build, instant)
 
 
 __all__ = ["ACTION", "TARGET_IO_KEY", "build_plan", "check_supported", "pending_compaction_plans",

@@ -14,8 +14,9 @@ the injected clock; instant times are parsed in the table's timezone.
 from __future__ import annotations
 
 from datetime import timezone, tzinfo
-from typing import Any, Mapping
+from typing import Any
 
+from tablesvc.config.values import config_value
 from tablesvc.errors import ConfigError
 from timeline.active import Timeline
 from timeline.clock import Clock
@@ -27,15 +28,6 @@ MAX_COMMITS_KEY = "hoodie.compact.inline.max.delta.commits"
 MAX_SECONDS_KEY = "hoodie.compact.inline.max.delta.seconds"
 STRATEGIES = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME")
 _DEFAULTS = {STRATEGY_KEY: "NUM_COMMITS", MAX_COMMITS_KEY: 5, MAX_SECONDS_KEY: 3600}
-
-
-def config_value(config: Any, key: str, default: Any) -> Any:
-    """``key`` from a ``ServiceConfig`` or a plain mapping; ``default`` when absent."""
-    if config is None:
-        return default
-    values = config if isinstance(config, Mapping) else getattr(config, "values", {})
-    value = values.get(key)
-    return default if value is None or value == "" else value
 
 
 def _int(config: Any, key: str) -> int:

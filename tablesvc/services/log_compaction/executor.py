@@ -19,8 +19,6 @@ Steps for a plan ``L`` (docs/log-compaction.md has the crash table):
 
 from __future__ import annotations
 
-import json
-import pickle
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,24 +26,22 @@ from typing import Any
 import pyarrow as pa
 
 from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
-from tablesvc.fsview.names import LogFileName, write_token
+from tablesvc.fsview.names import LogFileName
 from tablesvc.logformat import (
     BlockType, DeleteRecord, HeaderKey, LogBlock, avro_data_block, encode_blocks, encode_delete_records, new_header,
 )
-from tablesvc.merge import ReadContext, merge_records, select_blocks
+from tablesvc.merge import ReadContext, log_inputs, merge_records, select_blocks
 from tablesvc.merge.context import EVENT_TIME_ORDERING
 from tablesvc.merge.merger import LogDeletes, is_natural_delete
 from tablesvc.merge.schema import work_schema
-from tablesvc.merge.slice_reader import _log_inputs
-from tablesvc.services.compaction.executor import _heartbeat_settings, _rel, _remove_orphans, _spark_session
+from tablesvc.services.plan_execution import (
+    all_stats, finish_plan, plural, refuse_if_alive, rel_path, remove_orphans, run_file_group_tasks, start_plan, total,
+)
 from tablesvc.services.compaction.planner import check_supported
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.write.file_group_writer import write_new_log_file
-from tablesvc.write.markers import delete_markers
 from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
-from timeline.errors import IllegalTransitionError, InstantExistsError
-from timeline.heartbeat import Heartbeat, is_expired, last_beat_ms
 from timeline.instant import Action, Instant, State
 from timeline.payloads import CommitMetadata, CompactionPlan, WriteStat, encode_commit_metadata
 from timeline.storage import Storage, join
@@ -97,7 +93,7 @@ def merge_log_blocks(storage: Storage, ctx: ReadContext, log_paths: tuple[str, .
     delete after it (event time), when no log record of the key survives."""
     schema = work_schema(ctx)
     selection = select_blocks(storage, log_paths, ctx)
-    inputs, n_records, n_deletes = _log_inputs(selection, schema)
+    inputs, n_records, n_deletes = log_inputs(selection, schema)
     records = merge_records(None, inputs, merge_mode=ctx.effective_merge_mode, ordering_field=ctx.ordering_field,
                             record_key_field=ctx.record_key_field, append_only=ctx.append_only, schema=schema)
     event_time = (ctx.effective_merge_mode == EVENT_TIME_ORDERING and ctx.ordering_field is not None
@@ -169,7 +165,7 @@ def log_compact_file_group(storage: Storage, ctx: ReadContext, task: LogCompacti
     prev = task.base_instant if task.table_version < 8 else task.instant
     n = merged.records.num_rows
     return WriteStat(
-        file_id=task.file_id, path=_rel(task.partition, name), prev_commit=prev or "null",
+        file_id=task.file_id, path=rel_path(task.partition, name), prev_commit=prev or "null",
         partition_path=task.partition, num_writes=n, num_update_writes=n, num_deletes=len(merged.deletes),
         total_write_bytes=len(data), total_write_errors=0, file_size_in_bytes=len(data), log_version=version,
         log_offset=0, base_file=task.base_file or "", log_files=task.log_files + (name,),
@@ -177,23 +173,6 @@ def log_compact_file_group(storage: Storage, ctx: ReadContext, task: LogCompacti
         total_log_size_compacted=task.log_bytes, total_log_blocks=merged.blocks,
         runtime_stats={"totalScanTime": scan_ms, "totalUpsertTime": int((time.monotonic() - started) * 1000) - scan_ms,
                        "totalCreateTime": 0})
-
-
-def _spark_job(ctx: ReadContext):
-    def run(batches):
-        from tablesvc.spark.session import task_identity
-        from tablesvc.storage import storage_for
-
-        storage = storage_for(ctx.base_path)
-        task_partition, stage, attempt = task_identity()
-        token = write_token(task_partition, stage, attempt)
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                task = pickle.loads(blob)
-                stat = log_compact_file_group(storage, ctx, task, token)
-                yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
-                                                 names=["partition", "stat"])
-    return run
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -258,13 +237,7 @@ def _v6_order_check(table, tasks: list[LogCompactionTask], stats: dict[str, list
 
 def _recover_inflight(table, instant: Instant, config: Any) -> str:
     """Roll back a dead attempt, drop its plan and schedule a fresh one; returns the new instant or ''."""
-    interval, misses = _heartbeat_settings(config)
-    if not is_expired(table.storage, table.base_path, instant.timestamp, table.clock, interval, misses):
-        beat = last_beat_ms(table.storage, table.base_path, instant.timestamp)
-        age = (table.clock.now_ms() - beat) if beat is not None else None
-        raise ConflictError(f"log compaction {instant.timestamp} is inflight and its heartbeat is alive "
-                            f"(last beat {age} ms ago, expires after {interval * misses} ms): another process "
-                            "is running it; retry later")
+    refuse_if_alive(table, instant, "log compaction", config)
     from tablesvc.services.rollback import rollback
 
     rollback(table, instant.timestamp, config=config) if config is not None else rollback(table, instant.timestamp)
@@ -279,7 +252,6 @@ def _recover_inflight(table, instant: Instant, config: Any) -> str:
 
 def _execute(table, instant_ts: str, spark, config: Any) -> ServiceResult:
     started = time.monotonic()
-    storage, writer = table.storage, table.timeline_writer
     timeline = table.timeline()
     current = timeline.get(instant_ts)
     if current is None or timeline.origin_action(current) is not Action.LOG_COMPACTION:
@@ -295,65 +267,30 @@ def _execute(table, instant_ts: str, spark, config: Any) -> ServiceResult:
                                  f"the failed log compaction {instant_ts} was rolled back and its plan dropped; "
                                  "nothing is eligible for a fresh plan")
         instant_ts = fresh
-    plan: CompactionPlan = table.timeline().plan_of(storage, table.timeline().require(instant_ts))
-    interval, _misses = _heartbeat_settings(config)
-    requested = Instant(instant_ts, Action.LOG_COMPACTION, State.REQUESTED)
-    with writer.lock():
-        now = table.timeline().get(instant_ts)
-        if now is None or now.state is not State.REQUESTED:
-            raise ConflictError(f"log compaction {instant_ts} is {now.state.value if now else 'gone'}, not "
-                                "requested: another process took it; retry later")
-        heartbeat = Heartbeat(storage, table.base_path, instant_ts, table.clock, interval).start()
-        try:
-            inflight = writer.start(requested)
-        except (InstantExistsError, IllegalTransitionError) as e:
-            heartbeat.stop(delete=False)
-            raise ConflictError(f"log compaction {instant_ts}: {e}") from None
-    try:
+    plan: CompactionPlan = table.timeline().plan_of(table.storage, table.timeline().require(instant_ts))
+    # On failure L stays inflight without a heartbeat: the next run rolls it back and reschedules.
+    with start_plan(table, instant_ts, Action.LOG_COMPACTION, "log compaction", config) as inflight:
         timeline = table.timeline()
         ctx = ReadContext.for_table(table, timeline, as_of=instant_ts)
         schema_json = ctx.table_schema_json or table.schema(timeline)
         if not schema_json:
             raise InvalidInputError(f"log compaction {instant_ts}: the table has no schema")
         tasks = _tasks(table, plan, instant_ts, schema_json)
-        stats: dict[str, list[WriteStat]] = {}
-        if tasks and spark is None:
-            for i, task in enumerate(tasks):
-                stat = log_compact_file_group(storage, ctx, task, write_token(i, 0, 0))
-                stats.setdefault(task.partition, []).append(stat)
-        elif tasks:
-            from tablesvc.spark.errors import translate_task_error
-            from tablesvc.spark.read_job import specs_dataframe
-
-            session = _spark_session(spark)
-            try:
-                rows = specs_dataframe(session, tasks).mapInArrow(_spark_job(ctx), "partition string, stat string") \
-                    .collect()
-            except Exception as e:
-                raise translate_task_error(e) from None
-            for row in rows:
-                stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
-        _remove_orphans(table, instant_ts, stats)
+        stats = run_file_group_tasks(table, ctx, tasks, log_compact_file_group, spark, in_process=spark is None)
+        remove_orphans(table, instant_ts, stats)
         latest_schema = table.schema(table.timeline()) or schema_json
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=False,
                                   extra_metadata={"schema": latest_schema}, operation_type=OPERATION_TYPE)
         precheck = _v6_order_check(table, tasks, stats) if table.config.version < 8 else None
-        done = writer.complete(inflight, encode_commit_metadata(metadata, table.config.layout), precheck)
-    finally:
-        # On failure L stays inflight without a heartbeat: the next run rolls it back and reschedules.
-        heartbeat.stop()
-    delete_markers(storage, table.base_path, instant_ts)
-    all_stats = [s for v in stats.values() for s in v]
-    metrics = {"file_groups": len(all_stats), "log_files": sum(s.total_log_files_compacted or 0 for s in all_stats),
-               "log_blocks": sum(s.total_log_blocks or 0 for s in all_stats),
-               "log_records": sum(s.total_log_records or 0 for s in all_stats),
-               "records_written": sum(s.num_writes or 0 for s in all_stats),
-               "deletes_written": sum(s.num_deletes or 0 for s in all_stats),
-               "bytes_written": sum(s.file_size_in_bytes or 0 for s in all_stats),
-               "seconds": round(time.monotonic() - started, 3)}
+        done = finish_plan(table, inflight, encode_commit_metadata(metadata, table.config.layout), precheck)
+    written = all_stats(stats)
+    metrics = {"file_groups": len(written), "log_files": total(written, "total_log_files_compacted"),
+               "log_blocks": total(written, "total_log_blocks"), "log_records": total(written, "total_log_records"),
+               "records_written": total(written, "num_writes"), "deletes_written": total(written, "num_deletes"),
+               "bytes_written": total(written, "file_size_in_bytes"), "seconds": round(time.monotonic() - started, 3)}
     if done.completion_time:
         metrics["completion_time"] = done.completion_time
-    reason = f"{len(all_stats)} file group{'s' if len(all_stats) != 1 else ''} log-compacted into one block each"
+    reason = f"{plural(len(written), 'file group')} log-compacted into one block each"
     if recovered_from:
         metrics["rolled_back"] = recovered_from
         reason += f" (the failed attempt {recovered_from} was rolled back and a fresh plan scheduled)"

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from tablesvc.config.values import config_value
 from tablesvc.errors import ConfigError
 from tablesvc.merge import ReadContext, select_blocks
 from tablesvc.services.compaction.planner import (
-    _MB, _pending_writes, _writer_under_held_lock, check_supported, pinned_file_groups,
+    MB, check_supported, pending_writes, pinned_file_groups,
 )
-from tablesvc.services.compaction.triggers import config_value
-from tablesvc.services.result import ServiceResult, Status
+from tablesvc.services.plan_execution import schedule_plan
+from tablesvc.services.result import ServiceResult
 from timeline.active import Timeline
 from timeline.instant import Action
-from timeline.payloads import CompactionOperation, CompactionPlan, encode_compaction_plan
+from timeline.payloads import CompactionOperation, CompactionPlan
 from timeline.payloads.compaction_plan import LOG_COMPACTION_EXECUTOR, CompactionStrategy
 
 ACTION = "logcompaction"
@@ -50,7 +51,7 @@ def blocks_threshold(config: Any, force: bool = False) -> int:
 def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
                               force: bool = False) -> tuple[CompactionPlan | None, str, dict]:
     """The plan for the table as ``timeline`` shows it, or (None, why not, {})."""
-    writes = _pending_writes(timeline)
+    writes = pending_writes(timeline)
     if writes:
         return None, (f"write {writes[0]} is pending; its log blocks could not be ordered after the compacted "
                       "block, so nothing is scheduled until it completes or is rolled back"), {}
@@ -78,8 +79,8 @@ def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
         logs = [lf for lf in s.log_files if lf.path in used_paths]
         log_bytes = sum(lf.size for lf in logs)
         metrics = {"TOTAL_LOG_FILES": float(len(logs)), "TOTAL_LOG_FILES_SIZE": float(log_bytes),
-                   "TOTAL_LOG_BLOCKS": float(n_blocks), "TOTAL_IO_READ_MB": log_bytes / _MB,
-                   "TOTAL_IO_WRITE_MB": log_bytes / _MB, "TOTAL_IO_MB": 2 * log_bytes / _MB}
+                   "TOTAL_LOG_BLOCKS": float(n_blocks), "TOTAL_IO_READ_MB": log_bytes / MB,
+                   "TOTAL_IO_WRITE_MB": log_bytes / MB, "TOTAL_IO_MB": 2 * log_bytes / MB}
         ops.append(CompactionOperation(base_instant_time=s.base_instant, file_id=s.file_id, partition_path=s.partition,
                                        data_file_path=s.base_file.file_name if s.base_file else None,
                                        delta_file_paths=tuple(lf.file_name for lf in logs), metrics=metrics))
@@ -111,16 +112,9 @@ def schedule_log_compaction(table, config: Any = None, *, force: bool = False,
 
     ``force`` lowers the block threshold to 2; ``instant`` fixes L (later than every time)."""
     check_supported(table)
-    with table.timeline_writer.lock():
-        timeline = table.timeline()
-        plan, why_not, metrics = build_log_compaction_plan(table, timeline, config, force=force)
-        if plan is None:
-            return ServiceResult(ACTION, Status.NOTHING_TO_DO, None, why_not)
-        requested = _writer_under_held_lock(table).request(Action.LOG_COMPACTION, encode_compaction_plan(plan),
-                                                           timestamp=instant)
-    n = metrics["file_groups"]
-    return ServiceResult(ACTION, Status.SCHEDULED, requested.timestamp,
-                         f"{n} file group{'s' if n != 1 else ''} planned for log compaction", metrics)
+    return schedule_plan(table, Action.LOG_COMPACTION, ACTION,
+                         lambda timeline: build_log_compaction_plan(table, timeline, config, force=force),
+                         instant, planned="planned for log compaction")
 
 
 __all__ = ["ACTION", "DEFAULT_THRESHOLD", "THRESHOLD_KEY", "blocks_threshold", "build_log_compaction_plan",

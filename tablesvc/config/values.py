@@ -1,0 +1,21 @@
+"""Reading one value from whatever configuration a service was handed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def config_value(config: Any, key: str, default: Any) -> Any:
+    """``key`` from a ``ServiceConfig``, a plain mapping or None; ``default`` when absent or empty.
+
+    Services accept all three so that library callers and tests need not build a full
+    layered config; the CLI always passes a ``ServiceConfig``."""
+    if config is None:
+        return default
+    values = config if isinstance(config, Mapping) else getattr(config, "values", {})
+    value = values.get(key)
+    return default if value is None or value == "" else value
+
+
+__all__ = ["config_value"]

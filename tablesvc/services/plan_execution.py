@@ -1,0 +1,199 @@
+"""What scheduling and executing a per-file-group plan have in common (compaction, log compaction).
+
+``schedule_plan`` builds the plan from the timeline as it is under the table lock and persists
+it as ``P.<action>.requested`` in the same lock hold; an empty plan is never written.
+
+Both executors follow the same life cycle for a plan instant ``P``; only the work per file
+group, the commit metadata and the precheck differ:
+
+1. ``P`` inflight: a live heartbeat means another process runs it (``ConflictError``); a dead
+   one is the caller's to recover (``refuse_if_alive``).
+2. ``start_plan``: under the table lock, ``P`` must still be requested; the heartbeat starts
+   (so nobody takes ``P`` for a dead instant), then ``P`` moves to inflight.
+3. ``run_file_group_tasks``: one Spark task per plan operation (or in this process); tasks
+   write files after a marker and return write stats only, never data.
+4. ``remove_orphans``: files with a marker but no stat (failed task attempts) are deleted.
+5. ``finish_plan``: under the lock, complete ``P`` with its metadata and precheck; the heartbeat
+   stops whatever happens, and the markers go after the completion.  On failure ``P`` stays
+   inflight without a heartbeat, which is how the next run knows it died.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
+
+import pyarrow as pa
+
+from tablesvc.errors import ConflictError
+from tablesvc.config.values import config_value
+from tablesvc.services.result import ServiceResult, Status
+from tablesvc.write.markers import delete_markers, list_markers
+from timeline.active import Timeline
+from timeline.errors import IllegalTransitionError, InstantExistsError
+from timeline.heartbeat import Heartbeat, is_expired, last_beat_ms
+from timeline.instant import Action, Instant, State
+from timeline.payloads import WriteStat, encode_compaction_plan
+from timeline.storage import Storage, join
+
+HEARTBEAT_INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
+HEARTBEAT_MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
+
+# work(storage, ctx, task, write_token) -> WriteStat; must be a module-level function (pickled to tasks)
+FileGroupWork = Callable[[Storage, Any, Any, str], WriteStat]
+StatsByPartition = dict[str, list[WriteStat]]
+
+
+def schedule_plan(table, action: Action, service: str, build: Callable[[Timeline], tuple[Any, str, dict]],
+                  instant: str | None = None, planned: str = "planned") -> ServiceResult:
+    """``build(timeline) -> (CompactionPlan | None, why not, metrics)`` runs under the lock;
+    a plan is persisted (``SCHEDULED``), else the reason is returned (``NOTHING_TO_DO``)."""
+    outcome: dict[str, Any] = {}
+
+    def payload(timeline: Timeline) -> bytes | None:
+        plan, outcome["why_not"], outcome["metrics"] = build(timeline)
+        return None if plan is None else encode_compaction_plan(plan)
+
+    requested = table.timeline_writer.request_built(action, payload, timestamp=instant)
+    if requested is None:
+        return ServiceResult(service, Status.NOTHING_TO_DO, None, outcome["why_not"])
+    metrics = outcome["metrics"]
+    return ServiceResult(service, Status.SCHEDULED, requested.timestamp,
+                         f"{plural(metrics['file_groups'], 'file group')} {planned}", metrics)
+
+
+def rel_path(partition: str, name: str) -> str:
+    """A file's path relative to the table base, as write stats record it."""
+    return f"{partition}/{name}" if partition else name
+
+
+def heartbeat_settings(config: Any) -> tuple[int, int]:
+    """(interval ms, tolerable misses) from the layered config (Hudi's defaults: 60 s, 2)."""
+    return (int(config_value(config, HEARTBEAT_INTERVAL_KEY, 60_000)),
+            int(config_value(config, HEARTBEAT_MISSES_KEY, 2)))
+
+
+def spark_session(spark):
+    """``spark`` may be a SparkSession, a function returning one (started lazily) or None."""
+    if spark is None:
+        from tablesvc.spark.session import get_spark
+
+        return get_spark()
+    if callable(spark) and not hasattr(spark, "sparkContext"):
+        return spark()
+    return spark
+
+
+def refuse_if_alive(table, instant: Instant, label: str, config: Any) -> None:
+    """``ConflictError`` when the inflight ``instant`` still has a live heartbeat."""
+    interval, misses = heartbeat_settings(config)
+    if is_expired(table.storage, table.base_path, instant.timestamp, table.clock, interval, misses):
+        return
+    beat = last_beat_ms(table.storage, table.base_path, instant.timestamp)
+    age = (table.clock.now_ms() - beat) if beat is not None else None
+    raise ConflictError(f"{label} {instant.timestamp} is inflight and its heartbeat is alive (last beat {age} ms "
+                        f"ago, expires after {interval * misses} ms): another process is running it; retry later")
+
+
+@contextmanager
+def start_plan(table, timestamp: str, action: Action, label: str, config: Any) -> Iterator[Instant]:
+    """Move the requested plan ``timestamp`` to inflight with a beating heartbeat; yields the
+    inflight instant.  The body must end by calling ``finish_plan``; the heartbeat stops
+    when the body leaves, successfully or not."""
+    writer = table.timeline_writer
+    interval, _misses = heartbeat_settings(config)
+    with writer.lock():  # heartbeat and transition under the lock: two executors cannot both take P
+        now = table.timeline().get(timestamp)
+        if now is None or now.state is not State.REQUESTED:
+            raise ConflictError(f"{label} {timestamp} is {now.state.value if now else 'gone'}, not requested: "
+                                "another process took it; retry later")
+        heartbeat = Heartbeat(table.storage, table.base_path, timestamp, table.clock, interval).start()
+        try:
+            inflight = writer.start(Instant(timestamp, action, State.REQUESTED))
+        except (InstantExistsError, IllegalTransitionError) as e:
+            heartbeat.stop(delete=False)
+            raise ConflictError(f"{label} {timestamp}: {e}") from None
+    try:
+        yield inflight
+    finally:
+        heartbeat.stop()
+
+
+def finish_plan(table, inflight: Instant, metadata: bytes, precheck=None) -> Instant:
+    """Complete ``inflight`` (the precheck runs under the lock), then delete its markers."""
+    done = table.timeline_writer.complete(inflight, metadata, precheck)
+    delete_markers(table.storage, table.base_path, inflight.timestamp)
+    return done
+
+
+def _task_runner(ctx, work: FileGroupWork):
+    def run(batches):
+        from tablesvc.fsview.names import write_token
+        from tablesvc.spark.session import task_identity
+        from tablesvc.storage import storage_for
+
+        storage = storage_for(ctx.base_path)
+        token = write_token(*task_identity())
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                task = pickle.loads(blob)
+                stat = work(storage, ctx, task, token)
+                yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
+                                                 names=["partition", "stat"])
+    return run
+
+
+def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, spark, *,
+                         in_process: bool = False) -> StatsByPartition:
+    """Run ``work`` once per task: in a Spark job (one task per file group; only write stats
+    come back to the driver) or, with ``in_process``, here one after the other."""
+    stats: StatsByPartition = {}
+    if not tasks:
+        return stats
+    if in_process:
+        from tablesvc.fsview.names import write_token
+
+        for i, task in enumerate(tasks):
+            stats.setdefault(task.partition, []).append(work(table.storage, ctx, task, write_token(i, 0, 0)))
+        return stats
+    from tablesvc.spark.errors import translate_task_error
+    from tablesvc.spark.read_job import specs_dataframe
+
+    session = spark_session(spark)
+    try:
+        rows = specs_dataframe(session, list(tasks)).mapInArrow(_task_runner(ctx, work),
+                                                                "partition string, stat string").collect()
+    except Exception as e:
+        raise translate_task_error(e) from None
+    for row in rows:
+        stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
+    return stats
+
+
+def remove_orphans(table, instant: str, stats: StatsByPartition) -> None:
+    """Delete files a failed task attempt left behind: a marker, but no write stat."""
+    written = {s.path for v in stats.values() for s in v}
+    for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
+        rel = rel_path(partition, file_name)
+        if rel not in written:
+            table.storage.delete(join(table.base_path, rel))
+
+
+def all_stats(stats: StatsByPartition) -> list[WriteStat]:
+    return [s for v in stats.values() for s in v]
+
+
+def total(stats: Sequence[WriteStat], field: str) -> int:
+    """Sum of one write-stat field over ``stats`` (absent counts as 0)."""
+    return int(sum(getattr(s, field) or 0 for s in stats))
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+__all__ = ["FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
+           "finish_plan", "heartbeat_settings", "plural", "refuse_if_alive", "rel_path", "remove_orphans",
+           "run_file_group_tasks", "schedule_plan", "spark_session", "start_plan", "total"]
