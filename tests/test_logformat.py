@@ -610,3 +610,19 @@ def test_hudi_rs_reads_our_blocks(tmp_path):
                    [rollback_block(rollback_instant, bad_instant)])
     rolled = {r["rider"]: r for r in _read_with_hudi_rs(table).to_pylist()}
     assert rolled["rider-D"]["fare"] == 25.0 and len(rolled) == 7
+
+
+def test_map_columns_from_arrow_rows_encode_and_read_back():
+    """``pa.Table.to_pylist`` gives a map as (key, value) tuples; Avro blocks need dicts."""
+    from tablesvc.logformat.avro_content import decode_avro_records, encode_avro_records
+
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "k", "type": "string"},
+        {"name": "m", "type": ["null", {"type": "map", "values": "long"}], "default": None},
+        {"name": "nested", "type": {"type": "array", "items": {"type": "map", "values": "string"}}}]}
+    arrow = pa.table({"k": ["a", "b"],
+                       "m": pa.array([[("x", 1), ("y", 2)], None], pa.map_(pa.string(), pa.int64())),
+                       "nested": pa.array([[[("p", "q")], []], []], pa.list_(pa.map_(pa.string(), pa.string())))})
+    content = encode_avro_records(arrow.to_pylist(), json.dumps(schema))
+    assert list(decode_avro_records(content, json.dumps(schema))) == [
+        {"k": "a", "m": {"x": 1, "y": 2}, "nested": [{"p": "q"}, {}]}, {"k": "b", "m": None, "nested": []}]

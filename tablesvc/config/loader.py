@@ -6,6 +6,8 @@
 4. ``--conf key=value`` pairs (repeatable).
 
 YAML files are flat mappings of Hudi keys to scalars, loaded with ``safe_load``.
+A malformed value is a ``ConfigError`` naming the layer (the file path, or ``--conf``)
+and the key.
 ``ServiceConfig.source(key)`` tells where a value came from.
 """
 
@@ -83,7 +85,11 @@ def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None
     for where, layer in layers:
         for key, raw in layer.items():
             spec = REGISTRY.get(key)
-            values[key] = spec.value(raw) if spec else raw
+            try:
+                values[key] = spec.value(raw) if spec else raw
+            except ConfigError as e:
+                # Name the layer too: a bad value in the table's own file must be findable.
+                raise ConfigError(f"{where}: {e}") from None
             sources[key] = where
     return ServiceConfig(MappingProxyType(values), MappingProxyType(sources))
 

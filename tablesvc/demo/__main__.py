@@ -1,20 +1,27 @@
 """The demo, on an embedded default with no arguments:
 
-1. a sample MOR table (300,000 rows, five partitions) written through Spark with an
-   insert, an upsert and a delete batch, then its timeline, file slices and a read,
-   checked against hudi-rs;
-2. every table in ``../shared/fixtures/hudi-rs/tables`` (tables Apache Hudi wrote):
+1-6. the table-services story on a sample MOR table (300,000 rows, five partitions) written
+   through Spark: writes with inline services (log compaction, compaction, clean), an
+   explicit log compaction, compaction and clean, and a write killed halfway then
+   ``tablesvc rollback``; the timeline after each step, and row counts read by tablesvc
+   and by hudi-rs, which must agree with the expected count (``spark_story``);
+7. every table in ``../shared/fixtures/hudi-rs/tables`` (tables Apache Hudi wrote):
    config, timeline and latest file slices.  Where that folder is absent, a small table
    built without Spark is shown instead.
 
-``python -m tablesvc.demo PATH ...`` shows given tables only.
+``python -m tablesvc.demo --rows N`` runs the story on N rows (at least 200), ``--no-story``
+skips it;
+``python -m tablesvc.demo PATH ...`` shows given tables only.  Exit 1 when the story's
+outcome is wrong.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from tablesvc.cli.cmd_timeline import describe_instant
@@ -46,15 +53,42 @@ def show(path: str) -> None:
         print_table(rows, ["partition", "file_id", "base_instant", "base_file", "log_files"])
 
 
-def main(argv: list[str]) -> int:
-    paths = argv
-    if not paths:
-        from tablesvc.demo.spark_story import run_story
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tablesvc.demo", description="The tablesvc demo.")
+    parser.add_argument("--rows", type=int, default=300_000, help="rows of the story's first insert (>= 200)")
+    parser.add_argument("--no-story", action="store_true", help="skip the Spark story (steps 1-6): tables only")
+    parser.add_argument("paths", nargs="*", help="show these tables only (no story)")
+    args = parser.parse_args(argv)
+    if args.rows < 200:
+        parser.error("--rows: at least 200")
+    return args
 
-        target = os.path.join(tempfile.mkdtemp(prefix="tablesvc-demo-"), "trips")
-        say("== 1. A MOR table written and read through Spark")
-        run_story(target)
-        say("\n== 2. Tables Apache Hudi wrote, as tablesvc sees them")
+
+def story(rows: int) -> int:
+    from tablesvc.demo.spark_story import run_story
+    from tablesvc.demo.story_support import StoryFailed
+
+    target = os.path.join(tempfile.mkdtemp(prefix="tablesvc-demo-"), "trips")
+    started = time.monotonic()
+    try:
+        run_story(target, rows=rows)
+    except StoryFailed as e:
+        sys.stdout.flush()
+        print(f"\ntablesvc demo: FAILED: {e}", file=sys.stderr)
+        return 1
+    say(f"\nthe story took {time.monotonic() - started:.0f}s; its table is at {target}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    paths = args.paths
+    if not paths:
+        if not args.no_story:
+            code = story(args.rows)
+            if code:
+                return code
+        say("\n== 7. Tables Apache Hudi wrote, as tablesvc sees them")
         if FIXTURE_TABLES.is_dir():
             say(f"Tables written by Apache Hudi, from {FIXTURE_TABLES}")
             paths = [str(p) for p in sorted(FIXTURE_TABLES.iterdir()) if p.is_dir()]

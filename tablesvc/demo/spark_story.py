@@ -1,100 +1,95 @@
-"""The demo's main story: a MOR table written and read through Spark.
+"""The demo's main story: a MOR table written through Spark, its table services, a crash.
 
-Rows are generated inside Spark (``spark.range``), never on the driver: 300,000 trips
-over five cities, then an upsert of 10% (some with newer, some with older ordering
-values), a delete batch, and reads — latest and as of the first commit — checked
-against hudi-rs, the independent reader.
+Rows are generated inside Spark (``spark.range``), never on the driver.  Steps, each
+followed by the timeline and the row count read by tablesvc and by hudi-rs (which must
+agree with the count the story expects, or the demo fails):
+
+1. writes with inline services: an insert of ``rows`` trips over five cities, an upsert
+   of 10% (some with newer, some with older ordering values) and a delete batch; the
+   delete leaves two log blocks per file slice, so an inline log compaction runs;
+2. one more upsert: four delta commits, so an inline compaction runs, then the inline
+   clean deletes the slices it replaced;
+3. log compaction, scheduled and run explicitly (after two writes with services off);
+4. a major compaction, scheduled and run explicitly;
+5. a clean (keep the latest commit);
+6. a ``tablesvc write`` killed halfway, and ``tablesvc rollback`` (see ``crash_story``).
 """
 
 from __future__ import annotations
 
-import time
-
-import pyarrow as pa
-
-from tablesvc.cli.cmd_timeline import describe_instant
 from tablesvc.cli.output import print_table, say
+from tablesvc.demo.crash_story import killed_write_and_rollback
+from tablesvc.demo.services_story import clean, compaction, log_compaction
+from tablesvc.demo.story_support import (
+    Story, check_rows, heading, hudi_rs_count, require, show_slices, show_timeline, step_times, trips, write,
+)
+from tablesvc.services.result import Status
 from tablesvc.table import Table, TableSpec
 
-CITIES = ("chennai", "london", "new_york", "san_francisco", "sao_paulo")
+__all__ = ["run_story", "trips", "hudi_rs_count"]
+
+# Services inline after each write (docs/services.md): a compaction every 4 delta commits,
+# a log compaction of any slice holding 2 log blocks, a clean keeping the latest commit.
+INLINE = {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "4",
+          "hoodie.log.compaction.inline": "true", "hoodie.log.compaction.blocks.threshold": "2",
+          "hoodie.clean.automatic": "true", "hoodie.cleaner.commits.retained": "1"}
 
 
-def trips(spark, start: int, count: int, ts_base: int, fare_scale: float = 1.0):
-    from pyspark.sql import functions as F
-
-    cities = F.array(*[F.lit(c) for c in CITIES])
-    return (spark.range(start, start + count)
-            .select(F.format_string("trip-%07d", F.col("id")).alias("uuid"),
-                    (F.lit(ts_base) + F.col("id") % 1000).alias("ts"),
-                    F.format_string("rider-%03d", F.col("id") % 997).alias("rider"),
-                    F.round(F.rand(seed=start) * 80 * fare_scale + 5, 2).alias("fare"),
-                    F.element_at(cities, (F.col("id") % len(CITIES) + 1).cast("int")).alias("city")))
-
-
-def hudi_rs_count(path: str, as_of: str | None = None) -> int:
-    from hudi import HudiReadOptions, HudiTableBuilder
-
-    opts = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
-    return sum(b.num_rows for b in HudiTableBuilder.from_base_uri(path).build().read(opts))
-
-
-def run_story(path: str, rows: int = 300_000, table_version: int = 8) -> None:
+def run_story(path: str, rows: int = 300_000, table_version: int = 8, killed_rows: int = 100_000) -> Story:
+    """Run steps 1-6 on a new table at ``path``; raises ``StoryFailed`` if an outcome is wrong."""
     from tablesvc.spark.session import get_spark
 
+    if rows < 200:
+        raise ValueError("the story needs at least 200 rows (its smallest batch is rows // 200)")
     spark = get_spark(quiet=True)
     table = Table.create(path, TableSpec("trips", ("uuid",), "ts", ("city",), table_version=table_version,
                                          num_buckets=2))
-    say(f"created table trips (version {table_version}) at {path}")
-    steps = [
-        ("insert", trips(spark, 0, rows, 1_000_000)),
-        ("upsert", trips(spark, 0, rows // 10, 2_000_000, fare_scale=2.0)
-         .unionByName(trips(spark, rows // 10, rows // 20, 0))       # older ts: ignored (event time)
-         .unionByName(trips(spark, rows, rows // 50, 2_000_000))),   # new keys
-        ("delete", trips(spark, rows // 2, rows // 100, 0).select("uuid", "city")),
-    ]
-    for operation, df in steps:
-        started = time.monotonic()
-        result = table.write(df, operation)
-        say(f"{operation:>6}: instant {result.instant}, {result.records_written} records "
-            f"({result.inserts} inserts, {result.updates} updates, {result.deletes} deletes) in "
-            f"{result.files_written} files, {time.monotonic() - started:.1f}s")
-    timeline = table.timeline()
-    say("\ntimeline:")
-    print_table([describe_instant(table, timeline, i) for i in timeline.instants],
-                ["instant", "action", "state", "completion_time", "operation"])
-    say("\nlatest file slices:")
-    print_table([s.describe() | {"log_files": len(s.log_files)} for s in table.latest_file_slices()],
-                ["partition", "file_id", "base_instant", "base_file", "log_files"])
-    say("\nread (first rows, by key):")
-    df = table.read(spark=spark)
-    first = [r.asDict() for r in df.orderBy("uuid").limit(5).collect()]
-    print_table(first, ["uuid", "ts", "rider", "fare", "city", "_hoodie_commit_time"])
-    ours = df.count()
-    first_instant = timeline.completed_writes()[0].timestamp
-    ours_then = table.read(as_of=first_instant, spark=spark).count()
-    say(f"\nrows: tablesvc {ours}, hudi-rs {hudi_rs_count(path)}; "
-        f"as of {first_instant}: tablesvc {ours_then}, hudi-rs {hudi_rs_count(path, first_instant)}")
-    expected = rows + rows // 50 - rows // 100
-    say(f"expected {expected} now and {rows} as of the first commit: "
-        + ("OK" if ours == expected and ours_then == rows else "MISMATCH"))
-    run_services(table, spark, expected)
+    story = Story(table, spark, rows)
+    heading(story, "1. Writes through Spark, with inline services")
+    say(f"created table trips (version {table_version}, 5 city partitions x 2 buckets) at {path}")
+    say("inline services: " + ", ".join(f"{k}={v}" for k, v in INLINE.items()))
+    writes_with_inline_services(story)
+    heading(story, "2. One more write: inline compaction, then inline clean")
+    write_that_compacts(story)
+    heading(story, "3. Log compaction (schedule + run)")
+    log_compaction(story)
+    heading(story, "4. Compaction (schedule + run)")
+    compaction(story)
+    heading(story, "5. Clean")
+    clean(story)
+    heading(story, "6. A write killed halfway, and tablesvc rollback")
+    killed_write_and_rollback(story, killed_rows)
+    say(f"\nsteps took {step_times(story)}")
+    return story
 
 
-def run_services(table, spark, expected: int) -> None:
-    """Compaction folds the logs into new base files; a clean then deletes the old slices."""
-    from tablesvc.config import build_config
-    from tablesvc.services.clean import run_clean
-    from tablesvc.services.compaction import run_compaction, schedule_compaction
+def writes_with_inline_services(story: Story) -> None:
+    spark, rows = story.spark, story.rows
+    write(story, "insert", trips(spark, 0, rows, 1_000_000), INLINE)
+    write(story, "upsert", trips(spark, 0, rows // 10, 2_000_000, fare_scale=2.0)          # newer ts: applied
+          .unionByName(trips(spark, rows // 10, rows // 20, 0))                         # older ts: ignored
+          .unionByName(trips(spark, rows, rows // 50, 2_000_000)), INLINE)              # new keys
+    deleted = write(story, "delete", trips(spark, rows // 2, rows // 100, 0).select("uuid", "city"), INLINE)
+    require(deleted.services, "log_compaction", Status.DONE, "inline services after the delete")
+    story.expected = rows + rows // 50 - rows // 100
+    show_timeline(story)
+    show_slices(story, full=True)
+    say("read (first rows, by key):")
+    df = Table.open(story.path).read(spark=spark)
+    print_table([r.asDict() for r in df.orderBy("uuid").limit(5).collect()],
+                ["uuid", "ts", "rider", "fare", "city", "_hoodie_commit_time"])
+    check_rows(story)
+    first = Table.open(story.path).timeline().completed_writes()[0].timestamp
+    check_rows(story, as_of=first, expected=rows)   # time travel, before the clean removes that slice
 
-    config = build_config(conf={"hoodie.cleaner.commits.retained": "1"})
-    say("\ncompaction:")
-    say("  " + schedule_compaction(table, config, force=True).render())
-    for result in run_compaction(table, spark=spark, config=config):
-        say("  " + result.render())
-    logs = sum(len(s.log_files) for s in table.latest_file_slices())
-    say(f"  latest slices now hold {logs} log files; rows: tablesvc {table.read(spark=spark).count()}, "
-        f"hudi-rs {hudi_rs_count(table.base_path)} (expected {expected})")
-    say("clean (keep 1 commit):")
-    for result in run_clean(table, config):
-        say("  " + result.render())
-    say(f"  rows after the clean: hudi-rs {hudi_rs_count(table.base_path)}")
+
+def write_that_compacts(story: Story) -> None:
+    spark, rows = story.spark, story.rows
+    result = write(story, "upsert", trips(spark, rows // 5, rows // 20, 3_000_000)           # updates
+                   .unionByName(trips(spark, rows + rows // 50, rows // 100, 3_000_000)), INLINE)  # new keys
+    for action in ("compaction", "clean"):
+        require(result.services, action, Status.DONE, "inline services after the fourth write")
+    story.expected += rows // 100
+    show_timeline(story)
+    show_slices(story)
+    check_rows(story)

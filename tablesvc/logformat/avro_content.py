@@ -93,14 +93,55 @@ def decode_avro_records(content: bytes, schema_json: str | Mapping[str, Any], so
     return records
 
 
+def _has_map(schema: Any) -> bool:
+    if isinstance(schema, list):
+        return any(_has_map(s) for s in schema)
+    if isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind == "map":
+            return True
+        if kind == "record":
+            return any(_has_map(f["type"]) for f in schema.get("fields", ()))
+        if kind == "array":
+            return _has_map(schema.get("items"))
+        return isinstance(kind, (list, dict)) and _has_map(kind)
+    return False
+
+
+def _maps_as_dicts(schema: Any, value: Any) -> Any:
+    """Arrow's ``to_pylist`` gives map values as lists of (key, value) tuples; Avro wants dicts.
+    Walks ``value`` along ``schema`` (Hudi's unions are ``["null", T]``: the first non-null branch)."""
+    if value is None:
+        return None
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        return _maps_as_dicts(branches[0], value) if len(branches) == 1 else value
+    if not isinstance(schema, dict):
+        return value
+    kind = schema.get("type")
+    if kind == "map":
+        items = value.items() if isinstance(value, dict) else value
+        return {k: _maps_as_dicts(schema.get("values"), v) for k, v in items}
+    if kind == "record" and isinstance(value, dict):
+        return {**value, **{f["name"]: _maps_as_dicts(f["type"], value.get(f["name"]))
+                            for f in schema.get("fields", ()) if f["name"] in value}}
+    if kind == "array" and isinstance(value, list):
+        return [_maps_as_dicts(schema.get("items"), v) for v in value]
+    if isinstance(kind, (list, dict)):
+        return _maps_as_dicts(kind, value)
+    return value
+
+
 def encode_avro_records(records: Iterable[Mapping[str, Any]], schema_json: str | Mapping[str, Any]) -> bytes:
     """Content bytes of an AVRO_DATA block holding ``records``."""
     schema = parse_avro_schema(schema_json)
+    raw_schema = json.loads(schema_json) if isinstance(schema_json, str) else schema_json
+    convert_maps = _has_map(raw_schema)
     parts = []
     for index, record in enumerate(records):
         buf = io.BytesIO()
         try:
-            fastavro.schemaless_writer(buf, schema, record)
+            fastavro.schemaless_writer(buf, schema, _maps_as_dicts(raw_schema, record) if convert_maps else record)
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
             raise LogFormatError(f"record {index} does not match the block schema: {exc}") from exc
         raw = buf.getvalue()

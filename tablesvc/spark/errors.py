@@ -9,6 +9,8 @@ import re
 from tablesvc import errors as tablesvc_errors
 
 _ERROR = re.compile(r"(?:tablesvc|timeline)\.errors\.(\w+): (.+)")
+# The last line of a Python traceback inside the task, e.g. "FileNotFoundError: [Errno 2] ... 'path'"
+_PYTHON_ERROR = re.compile(r"^(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
 def translate_task_error(exc: BaseException) -> BaseException:
@@ -16,6 +18,10 @@ def translate_task_error(exc: BaseException) -> BaseException:
         return exc
     matches = _ERROR.findall(str(exc))
     if not matches:
+        other = _PYTHON_ERROR.findall(str(exc))
+        if other:  # any other Python error of a task: one line naming it (a missing file names the path)
+            name, message = other[-1]
+            return tablesvc_errors.TablesvcError(f"a Spark task failed: {name}: {message.strip()}")
         return exc
     name, message = matches[-1]
     cls = getattr(tablesvc_errors, name, None)

@@ -11,6 +11,8 @@ Steps and what a crash (kill -9) at each leaves:
 | ``T.clean`` / ``T_C.clean`` with HoodieCleanMetadata | one file, whole | a completed clean |
 
 Pending cleans are always finished (from their own plan) before a new one is planned.
+A clean (not a dry run) ends by removing the markers and heartbeats that instants which are
+no longer pending left behind (``rollback.remove_leftovers``), as the recovery sweep does.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tablesvc.config.loader import ServiceConfig
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.services.clean.planner import plan_clean
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.services.rollback.executor import remove_leftovers
 from timeline.instant import Action, Instant, State
 from timeline.payloads import (CleanerPlan, CleanMetadata, CleanPartitionMetadata, decode_cleaner_plan,
                                encode_clean_metadata, encode_cleaner_plan)
@@ -33,7 +36,7 @@ def _refuse_metadata_table(table) -> None:
             "cleaning would leave it listing deleted files, so tablesvc refuses to clean")
 
 
-def _execute(table, requested: Instant, plan: CleanerPlan) -> ServiceResult:
+def _execute(table, requested: Instant, plan: CleanerPlan, fence=None) -> ServiceResult:
     started = time.monotonic()
     writer = table.timeline_writer
     timeline = table.timeline()
@@ -65,21 +68,44 @@ def _execute(table, requested: Instant, plan: CleanerPlan) -> ServiceResult:
         return ServiceResult("clean", Status.NOTHING_TO_DO, requested.timestamp,
                              f"{failed} files could not be deleted; the clean stays pending and the next run "
                              "retries it", {"files_deleted": deleted, "files_failed": failed})
-    done = writer.complete(inflight, encode_clean_metadata(metadata))
+    # fence: a runner that lost this job's lease must not complete it (timeline/lease.py)
+    done = writer.complete(inflight, encode_clean_metadata(metadata), (lambda _t: fence()) if fence else None)
     return ServiceResult("clean", Status.DONE, done.timestamp,
                          f"deleted {deleted} files; earliest commit to retain {ectr or '-'}",
                          {"files_deleted": deleted, "partitions": len(partitions), "policy": plan.policy,
                           "earliest_commit_to_retain": ectr})
 
 
-def finish_pending_cleans(table) -> list[ServiceResult]:
+def finish_pending_cleans(table, fence=None) -> list[ServiceResult]:
     results = []
     timeline = table.timeline()
     for instant in timeline.pending(Action.CLEAN):
         requested = Instant(instant.timestamp, Action.CLEAN, State.REQUESTED)
         plan = decode_cleaner_plan(timeline.read_bytes(table.storage, requested), timeline.path_of(requested))
-        results.append(_execute(table, requested, plan))
+        results.append(_execute(table, requested, plan, fence))
     return results
+
+
+def schedule_clean(table, config: ServiceConfig) -> ServiceResult:
+    """Plan a clean and persist it as ``T.clean.requested`` without executing it (for the
+    async runner).  Nothing is planned while another clean is pending: it would list the
+    same files."""
+    _refuse_metadata_table(table)
+    pending = table.timeline().pending(Action.CLEAN)
+    if pending:
+        return ServiceResult("clean", Status.NOTHING_TO_DO, None, f"clean {pending[0].timestamp} is pending")
+    planned = plan_clean(table, config)
+    if planned.plan is None:
+        return ServiceResult("clean", Status.NOTHING_TO_DO, None, planned.reason)
+    payload = encode_cleaner_plan(planned.plan)
+    # re-checked under the lock: two runners must not both request a clean
+    requested = table.timeline_writer.request_built(
+        Action.CLEAN, lambda timeline: None if timeline.pending(Action.CLEAN) else payload)
+    if requested is None:
+        return ServiceResult("clean", Status.NOTHING_TO_DO, None, "another clean was requested meanwhile")
+    n = sum(len(v) for v in planned.plan.files_to_delete().values())
+    return ServiceResult("clean", Status.SCHEDULED, requested.timestamp, f"{n} files planned for deletion",
+                         {"files_to_delete": n})
 
 
 def run_clean(table, config: ServiceConfig, *, dry_run: bool = False) -> list[ServiceResult]:
@@ -93,10 +119,13 @@ def run_clean(table, config: ServiceConfig, *, dry_run: bool = False) -> list[Se
     results = finish_pending_cleans(table)
     planned = plan_clean(table, config)
     if planned.plan is None:
-        return results + [ServiceResult("clean", Status.NOTHING_TO_DO, None, planned.reason,
-                                        {"partitions_scanned": planned.partitions_scanned})]
-    requested = table.timeline_writer.request(Action.CLEAN, encode_cleaner_plan(planned.plan))
-    return results + [_execute(table, requested, planned.plan)]
+        results.append(ServiceResult("clean", Status.NOTHING_TO_DO, None, planned.reason,
+                                     {"partitions_scanned": planned.partitions_scanned}))
+    else:
+        requested = table.timeline_writer.request(Action.CLEAN, encode_cleaner_plan(planned.plan))
+        results.append(_execute(table, requested, planned.plan))
+    remove_leftovers(table)
+    return results
 
 
 def list_cleans(table) -> list[dict]:

@@ -12,9 +12,10 @@ Policies (``hoodie.cleaner.policy``):
 * KEEP_LATEST_FILE_VERSIONS (``hoodie.cleaner.fileversions.retained``, 3): keep the
   newest N slices of every file group (N - 1 when a pending compaction reserves one).
 
-Always kept: the latest slice of every file group; slices a pending compaction or log
-compaction reads; files a savepoint holds.  File groups replaced before the ECTR go
-entirely.  The ECTR never passes the earliest pending write or compaction.
+Always kept: the latest slice of every live file group; slices a pending compaction or log
+compaction reads; files a savepoint holds.  File groups replaced at or before the ECTR go
+entirely; with KEEP_LATEST_FILE_VERSIONS every replaced file group goes (as in Hudi).
+The ECTR never passes the earliest pending write or compaction.
 Planning is incremental: with a previous clean, only partitions written by instants
 between its ECTR and the new one are scanned (``hoodie.cleaner.incremental.mode``).
 """
@@ -155,7 +156,12 @@ def plan_clean(table, config: ServiceConfig, timeline: Timeline | None = None) -
         partitions &= _partitions_written(table, timeline, prev_ectr, ectr.timestamp)
     reserved = _reserved_slices(table, timeline)
     savepointed = _savepointed_files(table, timeline)
-    replaced = view.replaced_file_ids(table.storage, ectr.timestamp if ectr else None) if ectr else set()
+    if cfg.policy is CleanerPolicy.KEEP_LATEST_FILE_VERSIONS:
+        # As in Hudi (CleanPlanner.getFilesToCleanKeepingLatestVersions): a replaced file group is
+        # cleanable whole; file versions only count for live groups.
+        replaced = view.replaced_file_ids(table.storage)
+    else:
+        replaced = view.replaced_file_ids(table.storage, ectr.timestamp) if ectr else set()
     files: dict[str, list[str]] = {}
     for group in view.groups:
         if group.partition not in partitions:

@@ -59,7 +59,7 @@ def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
     pinned = pinned_file_groups(table, timeline)
     ctx = ReadContext.for_table(table, timeline)
     ops: list[CompactionOperation] = []
-    skipped_pinned = below = 0
+    skipped_pinned = below = single = 0
     most = 0
     for s in table.file_system_view(timeline).latest_file_slices(table.storage):
         if not s.log_files:
@@ -74,6 +74,9 @@ def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
         if n_blocks < threshold:
             below += 1
             most = max(most, n_blocks)
+            continue
+        if len({sb.block.instant_time for sb in selection.blocks}) < 2:
+            single += 1  # all blocks of one instant (a write's [data][delete], or an earlier log compaction)
             continue
         used_paths = {sb.path for sb in selection.blocks}
         logs = [lf for lf in s.log_files if lf.path in used_paths]
@@ -92,6 +95,9 @@ def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
         if skipped_pinned:
             parts.append(f"{skipped_pinned} file group{'s' if skipped_pinned != 1 else ''} already in a pending "
                          "compaction, log compaction or clustering plan")
+        if single:
+            parts.append(f"{single} file group{'s' if single != 1 else ''} whose valid log blocks all come from "
+                         "one instant (nothing to stitch)")
         return None, ("; ".join(parts) if parts else "no file group has log blocks of completed delta commits"), {}
     ops.sort(key=lambda op: (op.partition_path or "", op.file_id or ""))
     plan = CompactionPlan(operations=tuple(ops), extra_metadata=None, version=2,

@@ -5,13 +5,15 @@
 * ``rollback(table, T, dry_run=, allow_completed=)`` — one rollback, planned, persisted,
   idempotent and resumable.
 * ``rollback_failed(table, dry_run=)`` — finish pending rollbacks, then roll back every failed
-  write / compaction / log compaction (expired heartbeat), newest first.
+  write / compaction / log compaction (expired heartbeat), newest first; then remove leftovers.
 * ``eager_rollback(table)`` — what a writer runs before it starts (failed writes only).
+* ``remove_leftovers(table)`` — delete markers and heartbeats of instants that are no longer
+  pending (``rollback_failed`` and every clean end with it).
 
 See docs/rollback.md.
 """
 
-from tablesvc.services.rollback.executor import eager_rollback, rollback, rollback_failed
+from tablesvc.services.rollback.executor import eager_rollback, remove_leftovers, rollback, rollback_failed
 from tablesvc.services.rollback.planner import PlanSummary, plan_rollback
 
-__all__ = ["PlanSummary", "eager_rollback", "plan_rollback", "rollback", "rollback_failed"]
+__all__ = ["PlanSummary", "eager_rollback", "plan_rollback", "remove_leftovers", "rollback", "rollback_failed"]

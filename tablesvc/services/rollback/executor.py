@@ -15,7 +15,12 @@ Steps of one rollback ``R`` of target ``T`` (docs/rollback.md has the crash tabl
 6. ``R`` completes with ``HoodieRollbackMetadata``;
 7. ``T``'s timeline files go last: a pending compaction / log compaction / clustering is
    reverted to requested (its plan is re-executed later), anything else is removed;
-8. ``T``'s heartbeat file is deleted.
+8. ``T``'s heartbeat file is deleted (and ``R``'s, when a re-run finishes a rollback whose
+   process died after completing ``R``).
+
+``rollback_failed`` (the recovery sweep) ends by removing the marker folders and heartbeat
+files of instants that are no longer pending (``remove_leftovers``): what a process killed
+after completing its instant, or a rollback killed after removing its target, leaves behind.
 
 Every step is idempotent, so re-running a half-done rollback finishes it under the same
 ``R`` (a pending rollback of ``T`` is always resumed, never duplicated).
@@ -35,10 +40,10 @@ from tablesvc.services.rollback.planner import (
     PLAN_KEEPING_ACTIONS, PlanSummary, build_plan, check_rollbackable, has_markers, target_action_name,
     target_instant,
 )
-from tablesvc.write.markers import delete_markers
+from tablesvc.write.markers import MARKER_ROOT, delete_markers, marker_dir
 from timeline.active import Timeline
 from timeline.errors import IllegalTransitionError, InstantExistsError
-from timeline.heartbeat import Heartbeat, heartbeat_path, is_expired, last_beat_ms
+from timeline.heartbeat import HEARTBEAT_DIR, Heartbeat, heartbeat_path, is_expired, last_beat_ms
 from timeline.instant import Action, Instant, State, TimelineLayout, validate_instant_time
 from timeline.lock import DEFAULT_TTL_MS
 from timeline.payloads import (
@@ -140,24 +145,29 @@ def _resolve(table, path: str) -> str:
 # =============================================================================================
 
 def rollback(table, target_timestamp: str, *, dry_run: bool = False, allow_completed: bool = False,
-             config=None) -> ServiceResult:
+             config=None, fence=None) -> ServiceResult:
     """Roll back one instant (see the module doc for the steps).
 
     * unknown instant → ``UnknownInstantError`` (exit 2);
     * pending with a live heartbeat → ``ConflictError`` (exit 3);
     * completed → only with ``allow_completed``, and only when no later instant other than a
       rollback or clean exists (else ``InvalidInputError`` naming the blockers);
-    * a pending rollback of the same target is resumed instead of creating a new one.
+    * a pending rollback of the same target is resumed instead of creating a new one;
+    * ``fence`` (the async runner's lease check) runs first: a worker that lost the job does
+      nothing.  Every step being idempotent, two holders of the same plan delete the same files.
     """
     validate_instant_time(target_timestamp, "instant to roll back")
     s = _Settings.of(table, config)
+    if fence is not None:
+        fence()
     return _rollback(table, target_timestamp, s, dry_run=dry_run, allow_completed=allow_completed, failed_only=False)
 
 
 def rollback_failed(table, *, dry_run: bool = False, config=None) -> list[ServiceResult]:
     """Finish pending rollbacks, then roll back every failed instant, newest first: pending
     writes (deltacommit, commit, replacecommit) and inflight compactions / log compactions whose
-    heartbeat expired.  Empty when nothing failed."""
+    heartbeat expired; then remove leftover markers and heartbeats of instants that are no
+    longer pending.  Empty when nothing failed."""
     return _rollback_failed(table, _Settings.of(table, config), dry_run=dry_run, writes_only=False)
 
 
@@ -199,6 +209,9 @@ def _rollback_failed(table, s: _Settings, *, dry_run: bool, writes_only: bool) -
                                      failed_only=True))
         except _Skip:
             continue
+    # 3. leftovers (markers, heartbeats) of instants that finished but whose process died first
+    if not dry_run and not writes_only:
+        remove_leftovers(table)
     return results
 
 
@@ -223,7 +236,7 @@ def _rollback(table, t: str, s: _Settings, *, dry_run: bool, allow_completed: bo
             raise _Skip()
         if done:
             if not dry_run:
-                _cleanup_target_leftovers(table, t)
+                _cleanup_target_leftovers(table, t, done[-1].timestamp)
             return ServiceResult(ACTION, Status.NOTHING_TO_DO, done[-1].timestamp,
                                  f"instant {t} was already rolled back by {done[-1].timestamp}")
         same = [i for i in timeline.instants if i.timestamp == t]
@@ -254,6 +267,7 @@ def _rollback(table, t: str, s: _Settings, *, dry_run: bool, allow_completed: bo
             plan = dict(plans)[r]
             _finish_target(table, t, plan.instant_to_rollback.action if plan.instant_to_rollback else origin.value)
             _delete_heartbeat(table, t)
+            _delete_heartbeat(table, r.timestamp)   # R's own, if its process died before stopping it
             return ServiceResult(ACTION, Status.DONE, r.timestamp, f"finished rollback of {t} ({origin.value})",
                                  {"target": t, "resumed": True})
     else:
@@ -462,9 +476,39 @@ def _delete_heartbeat(table, t: str) -> None:
     table.storage.delete(heartbeat_path(table.base_path, t))
 
 
-def _cleanup_target_leftovers(table, t: str) -> None:
+def _cleanup_target_leftovers(table, t: str, r: str) -> None:
     delete_markers(table.storage, table.base_path, t)
     _delete_heartbeat(table, t)
+    _delete_heartbeat(table, r)
 
 
-__all__ = ["eager_rollback", "rollback", "rollback_failed"]
+def remove_leftovers(table) -> list[str]:
+    """Delete the marker folders and heartbeat files of instants that are no longer pending.
+
+    A process killed after completing its instant (a write, compaction, log compaction or
+    rollback) but before deleting its markers or stopping its heartbeat leaves them behind;
+    so does a rollback killed after removing its target.  They are listed *before* the
+    timeline is read: markers and heartbeats are only made once their instant is on the
+    timeline, so one whose instant is not pending in the later snapshot has finished (or was
+    rolled back, or archived) and nobody uses its leftovers any more.  Pending instants keep
+    theirs, alive or not (rolling those back is the sweep's job).  Returns the removed paths.
+    """
+    storage, base = table.storage, table.base_path
+    markers = [i.name for i in storage.list_dir(join(base, MARKER_ROOT)) if i.is_dir and i.name.isdigit()]
+    beats = [i.name for i in storage.list_dir(join(base, HEARTBEAT_DIR)) if not i.is_dir and i.name.isdigit()]
+    if not markers and not beats:
+        return []
+    pending = {i.timestamp for i in table.timeline().pending()}
+    removed = []
+    for ts in markers:
+        if ts not in pending:
+            delete_markers(storage, base, ts)
+            removed.append(marker_dir(base, ts))
+    for ts in beats:
+        if ts not in pending:
+            storage.delete(heartbeat_path(base, ts))
+            removed.append(heartbeat_path(base, ts))
+    return removed
+
+
+__all__ = ["eager_rollback", "remove_leftovers", "rollback", "rollback_failed"]

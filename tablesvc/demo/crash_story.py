@@ -1,0 +1,149 @@
+"""Step 6 of the demo's story: a ``tablesvc write`` killed halfway, then ``tablesvc rollback``.
+
+The write runs as a subprocess in its own process group, with a short heartbeat
+(``hoodie.client.heartbeat.interval_in_ms=500``: with the default 2 tolerable misses it
+counts as dead 1 s after its last beat, instead of 2 minutes).  Once its first data file is
+on storage, the whole group gets SIGKILL.  Readers still see the previous rows.  The
+rollback gets the same heartbeat setting, so it agrees that the writer is dead; it deletes
+the files the write left and its pending instant.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import tablesvc
+from tablesvc.cli.output import say
+from tablesvc.demo.story_support import CITIES, Story, StoryFailed, check_rows, show_slices, show_timeline
+from tablesvc.table import Table
+from timeline.heartbeat import is_expired, last_beat_ms
+
+INTERVAL_MS, MISSES = 500, 2
+HEARTBEAT = ["--conf", f"hoodie.client.heartbeat.interval_in_ms={INTERVAL_MS}"]
+TIMEOUT_S = 180.0
+
+
+def killed_write_and_rollback(story: Story, killed_rows: int) -> None:
+    batch = write_batch(story, killed_rows)
+    before = data_files(story.path)
+    instant = kill_write_halfway(story, batch, before)
+    show_timeline(story)
+    say("readers still see the rows of the last completed commit:")
+    check_rows(story)
+    wait_for_expired_heartbeat(story, instant)
+    rollback(story)
+    table = Table.open(story.path)
+    timeline = table.timeline()
+    if timeline.pending() or timeline.get(instant) is not None:
+        raise StoryFailed(f"after the rollback: pending {[i.timestamp for i in timeline.pending()]}, "
+                          f"instant {instant} {'still on' if timeline.get(instant) else 'gone from'} the timeline")
+    left = data_files(story.path) - before
+    if left:
+        raise StoryFailed(f"after the rollback, files of the killed write remain: {sorted(left)}")
+    say(f"instant {instant} and its files are gone; nothing is pending")
+    show_timeline(story)
+    show_slices(story)
+    check_rows(story)
+
+
+def write_batch(story: Story, count: int) -> Path:
+    """A Parquet file of ``count`` trips (updates of the first keys, newer ordering values)."""
+    ids = range(count)
+    batch = pa.table({"uuid": [f"trip-{i:07d}" for i in ids], "ts": pa.array([5_000_000 + i % 1000 for i in ids],
+                                                                            pa.int64()),
+                      "rider": [f"rider-{i % 997:03d}" for i in ids], "fare": [1.0] * count,
+                      "city": [CITIES[i % len(CITIES)] for i in ids]})
+    path = Path(story.path).parent / "killed-write.parquet"
+    pq.write_table(batch, path)
+    return path
+
+
+def data_files(base: str) -> set[str]:
+    """Base and log files of the table (relative paths), outside .hoodie."""
+    out = set()
+    for root, dirs, files in os.walk(base):
+        dirs[:] = [d for d in dirs if not d.startswith(".hoodie")]
+        out.update(os.path.relpath(os.path.join(root, f), base) for f in files
+                   if f.endswith(".parquet") or ".log." in f)
+    return out
+
+
+def _tablesvc(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tablesvc", *args]
+
+
+def _env(story: Story) -> dict[str, str]:
+    package_root = str(Path(tablesvc.__file__).resolve().parents[1])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p),
+                TABLESVC_SPARK_LOG=str(Path(story.path).parent / "spark-subprocess.log"))
+
+
+def _wait(predicate, proc: subprocess.Popen, what: str, out_path: Path, every: float):
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        if proc.poll() is not None:
+            raise StoryFailed(f"the write exited (code {proc.returncode}) before {what}: "
+                              f"{out_path.read_text(errors='replace').strip()[-2000:]}")
+        time.sleep(every)
+    raise StoryFailed(f"timed out after {TIMEOUT_S:.0f}s waiting for {what}")
+
+
+def kill_write_halfway(story: Story, batch: Path, before: set[str]) -> str:
+    """Start the write, wait for its first data file, SIGKILL its process group; the instant."""
+    cmd = ["write", story.path, "--input", str(batch), *HEARTBEAT]
+    say(f"$ tablesvc {shlex.join(cmd)}    ({pq.read_metadata(batch).num_rows} rows; own process group)")
+    out_path = Path(story.path).parent / "killed-write.out"
+    started = time.monotonic()
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(_tablesvc(*cmd), env=_env(story), start_new_session=True, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        instant = _wait(lambda: next((i.timestamp for i in Table.open(story.path).timeline().pending()), None),
+                        proc, "its instant", out_path, every=0.2)      # Spark starts: seconds
+        first = _wait(lambda: sorted(data_files(story.path) - before), proc, "its first data file", out_path,
+                      every=0.05)
+        elapsed = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    say(f"instant {instant} pending; first data file after {elapsed:.1f}s ({first[0]}): "
+        f"SIGKILL to process group {proc.pid}")
+    pending = [i.timestamp for i in Table.open(story.path).timeline().pending()]
+    if pending != [instant]:
+        raise StoryFailed(f"the write was not caught halfway (pending now: {pending}); "
+                          "it finished before the kill — give it a larger batch")
+    left = len(data_files(story.path) - before)
+    say(f"the killed write left {left} data file{'s' if left != 1 else ''} behind")
+    return instant
+
+
+def wait_for_expired_heartbeat(story: Story, instant: str) -> None:
+    table = Table.open(story.path)
+    while not is_expired(table.storage, table.base_path, instant, table.clock, INTERVAL_MS, MISSES):
+        time.sleep(0.1)
+    beat = last_beat_ms(table.storage, table.base_path, instant)
+    age = "no heartbeat file" if beat is None else f"last beat {table.clock.now_ms() - beat} ms ago"
+    say(f"heartbeat of {instant}: {age}; a writer counts as dead after {MISSES} x {INTERVAL_MS} ms")
+
+
+def rollback(story: Story) -> None:
+    cmd = ["rollback", story.path, *HEARTBEAT]
+    say(f"$ tablesvc {shlex.join(cmd)}")
+    proc = subprocess.run(_tablesvc(*cmd), env=_env(story), capture_output=True, text=True, timeout=TIMEOUT_S)
+    for line in (proc.stdout + proc.stderr).splitlines():
+        say(f"  {line}")
+    if proc.returncode != 0:
+        raise StoryFailed(f"tablesvc rollback exited with {proc.returncode}")
