@@ -15,13 +15,16 @@ import traceback
 from typing import Sequence
 
 from tablesvc import __version__
-from tablesvc.cli import cmd_clean, cmd_compaction, cmd_fsview, cmd_init, cmd_logcompaction, cmd_read, cmd_rollback, cmd_timeline, cmd_write
+from tablesvc.cli import (
+    cmd_clean, cmd_compaction, cmd_fsview, cmd_init, cmd_logcompaction, cmd_read, cmd_retry, cmd_rollback, cmd_run,
+    cmd_status, cmd_timeline, cmd_write,
+)
 from tablesvc.config import load_config
 from tablesvc.errors import TablesvcError
 from tablesvc.storage import LocalStorage
 
 COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read, cmd_compaction, cmd_logcompaction, cmd_clean,
-            cmd_rollback)
+            cmd_rollback, cmd_run, cmd_status, cmd_retry)
 
 
 def common_options() -> argparse.ArgumentParser:

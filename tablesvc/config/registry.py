@@ -88,6 +88,8 @@ _KEYS = [
               "MB of log and base files one compaction plan may read and write (largest logs first)."),
     # log compaction
     ConfigKey("hoodie.log.compaction.inline", False, _parse_bool, "Run log compaction after each write when due."),
+    ConfigKey("hoodie.log.compaction.enable", False, _parse_bool,
+              "Let the async runner (tablesvc run) schedule log compactions when due."),
     ConfigKey("hoodie.log.compaction.blocks.threshold", 5, _parse_int(2),
               "Log blocks in a file slice that make log compaction due."),
     # cleaning

@@ -97,14 +97,22 @@ def refuse_if_alive(table, instant: Instant, label: str, config: Any) -> None:
                         f"ago, expires after {interval * misses} ms): another process is running it; retry later")
 
 
+# A fence raises (``timeline.lease.LeaseLostError``) when the caller no longer owns the job;
+# it is checked under the table lock before anything is started, completed or deleted.
+Fence = Callable[[], None]
+
+
 @contextmanager
-def start_plan(table, timestamp: str, action: Action, label: str, config: Any) -> Iterator[Instant]:
+def start_plan(table, timestamp: str, action: Action, label: str, config: Any,
+               fence: Fence | None = None) -> Iterator[Instant]:
     """Move the requested plan ``timestamp`` to inflight with a beating heartbeat; yields the
     inflight instant.  The body must end by calling ``finish_plan``; the heartbeat stops
     when the body leaves, successfully or not."""
     writer = table.timeline_writer
     interval, _misses = heartbeat_settings(config)
     with writer.lock():  # heartbeat and transition under the lock: two executors cannot both take P
+        if fence is not None:
+            fence()
         now = table.timeline().get(timestamp)
         if now is None or now.state is not State.REQUESTED:
             raise ConflictError(f"{label} {timestamp} is {now.state.value if now else 'gone'}, not requested: "
@@ -121,9 +129,15 @@ def start_plan(table, timestamp: str, action: Action, label: str, config: Any) -
         heartbeat.stop()
 
 
-def finish_plan(table, inflight: Instant, metadata: bytes, precheck=None) -> Instant:
-    """Complete ``inflight`` (the precheck runs under the lock), then delete its markers."""
-    done = table.timeline_writer.complete(inflight, metadata, precheck)
+def finish_plan(table, inflight: Instant, metadata: bytes, precheck=None, fence: Fence | None = None) -> Instant:
+    """Complete ``inflight`` (the fence and the precheck run under the lock), then delete its markers."""
+    def check(timeline: Timeline) -> None:
+        if fence is not None:
+            fence()
+        if precheck is not None:
+            precheck(timeline)
+
+    done = table.timeline_writer.complete(inflight, metadata, check)
     delete_markers(table.storage, table.base_path, inflight.timestamp)
     return done
 
@@ -172,13 +186,45 @@ def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, 
     return stats
 
 
-def remove_orphans(table, instant: str, stats: StatsByPartition) -> None:
-    """Delete files a failed task attempt left behind: a marker, but no write stat."""
+def remove_orphans(table, instant: str, stats: StatsByPartition, fence: Fence | None = None) -> None:
+    """Delete files a failed task attempt left behind: a marker, but no write stat.
+
+    With a fence, under the table lock: a worker that lost its job must not delete the files
+    of the worker that took it over (they carry markers of the same instant)."""
     written = {s.path for v in stats.values() for s in v}
+
+    def delete() -> None:
+        for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
+            rel = rel_path(partition, file_name)
+            if rel not in written:
+                table.storage.delete(join(table.base_path, rel))
+
+    if fence is None:
+        delete()
+        return
+    with table.timeline_writer.lock():
+        fence()
+        delete()
+
+
+def discard_stale_output(table, instant: str) -> int:
+    """After losing a job: once another worker completed ``instant``, files that carry a marker
+    of it but are not in its commit metadata are the stale attempt's (written after the new
+    holder removed its orphans); delete them and the markers.  While ``instant`` is still
+    pending nothing is touched: those files may be the new holder's.  Returns files deleted."""
+    timeline = table.timeline()
+    done = timeline.get(instant)
+    if done is None or not done.is_completed:
+        return 0
+    metadata = timeline.commit_metadata(table.storage, done)
+    committed = {s.path for s in (metadata.write_stats() if metadata is not None else ())}
+    deleted = 0
     for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
         rel = rel_path(partition, file_name)
-        if rel not in written:
-            table.storage.delete(join(table.base_path, rel))
+        if rel not in committed and table.storage.delete(join(table.base_path, rel)):
+            deleted += 1
+    delete_markers(table.storage, table.base_path, instant)
+    return deleted
 
 
 def all_stats(stats: StatsByPartition) -> list[WriteStat]:
@@ -194,6 +240,7 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-__all__ = ["FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
+__all__ = ["Fence", "FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
+           "discard_stale_output",
            "finish_plan", "heartbeat_settings", "plural", "refuse_if_alive", "rel_path", "remove_orphans",
            "run_file_group_tasks", "schedule_plan", "spark_session", "start_plan", "total"]

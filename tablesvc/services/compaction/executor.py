@@ -32,7 +32,8 @@ from tablesvc.fsview.names import BaseFileName, LogFileName
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice_with_metrics
 from tablesvc.services.compaction.planner import ACTION, check_supported, schedule_compaction
 from tablesvc.services.plan_execution import (
-    all_stats, finish_plan, plural, refuse_if_alive, rel_path, remove_orphans, run_file_group_tasks, start_plan, total,
+    Fence, all_stats, finish_plan, plural, refuse_if_alive, rel_path, remove_orphans, run_file_group_tasks, start_plan,
+    total,
 )
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.write.markers import IOType, create_marker
@@ -154,8 +155,10 @@ def _check_sort_columns(sort_columns: tuple[str, ...], schema_json: str, instant
                                 f"the table has {', '.join(sorted(names))}")
 
 
-def _recover_inflight(table, instant: Instant, config: Any) -> None:
+def _recover_inflight(table, instant: Instant, config: Any, fence: Fence | None) -> None:
     refuse_if_alive(table, instant, "compaction", config)
+    if fence is not None:
+        fence()  # the rollback below deletes files: only the job's owner may do that
     from tablesvc.services.rollback import rollback
 
     # Deletes the files C's markers list and reverts C to requested; the plan stays.
@@ -179,7 +182,8 @@ def _v6_conflicts(table, plan: CompactionPlan, instant: str):
     return check
 
 
-def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], config: Any) -> ServiceResult:
+def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], config: Any,
+             fence: Fence | None) -> ServiceResult:
     started = time.monotonic()
     timeline = table.timeline()
     current = timeline.get(instant_ts)
@@ -190,9 +194,9 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
     plan: CompactionPlan = timeline.plan_of(table.storage, current)
     recovered = current.state is State.INFLIGHT
     if recovered:
-        _recover_inflight(table, current, config)
+        _recover_inflight(table, current, config, fence)
     # On failure C stays inflight without a heartbeat: the next run rolls it back and re-executes it.
-    with start_plan(table, instant_ts, Action.COMPACTION, "compaction", config) as inflight:
+    with start_plan(table, instant_ts, Action.COMPACTION, "compaction", config, fence) as inflight:
         timeline = table.timeline()
         ctx = ReadContext.for_table(table, timeline, as_of=instant_ts)
         schema_json = ctx.table_schema_json or table.schema(timeline)
@@ -201,12 +205,12 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
         _check_sort_columns(sort_columns, schema_json, instant_ts)
         tasks = _tasks(table, plan, instant_ts, schema_json, sort_columns)
         stats = run_file_group_tasks(table, ctx, tasks, compact_file_group, spark)
-        remove_orphans(table, instant_ts, stats)
+        remove_orphans(table, instant_ts, stats, fence)
         latest_schema = table.schema(table.timeline()) or schema_json
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=True,
                                   extra_metadata={"schema": latest_schema}, operation_type="COMPACT")
         precheck = _v6_conflicts(table, plan, instant_ts) if table.config.version < 8 else None
-        done = finish_plan(table, inflight, encode_commit_metadata(metadata, table.config.layout), precheck)
+        done = finish_plan(table, inflight, encode_commit_metadata(metadata, table.config.layout), precheck, fence)
     written = all_stats(stats)
     metrics = {"file_groups": len(written), "log_files": total(written, "total_log_files_compacted"),
                "log_bytes": total(written, "total_log_size_compacted"),
@@ -220,22 +224,22 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
     return ServiceResult(ACTION, Status.DONE, instant_ts, reason, metrics)
 
 
-def run_compaction(table, instant: str | None = None, *, spark=None, sort_columns=(),
-                   config: Any = None) -> list[ServiceResult]:
+def run_compaction(table, instant: str | None = None, *, spark=None, sort_columns=(), config: Any = None,
+                   fence: Fence | None = None) -> list[ServiceResult]:
     """Run ``instant``'s plan; else every pending plan, oldest first; else schedule one (ignoring
     the trigger) and run it.  ``spark``: a SparkSession, a function returning one, or None
     (``get_spark()``), needed only when there is a plan to run."""
     check_supported(table)
     sort_columns = tuple(c.strip() for c in (sort_columns or ()) if c and c.strip())
     if instant is not None:
-        return [_execute(table, instant, spark, sort_columns, config)]
+        return [_execute(table, instant, spark, sort_columns, config, fence)]
     pending = [i.timestamp for i in table.timeline().pending_compactions()]
     if not pending:
         scheduled = schedule_compaction(table, config, force=True)
         if scheduled.status is not Status.SCHEDULED:
             return [scheduled]
         pending = [scheduled.instant]  # type: ignore[list-item]
-    return [_execute(table, ts, spark, sort_columns, config) for ts in pending]
+    return [_execute(table, ts, spark, sort_columns, config, fence) for ts in pending]
 
 
 def list_compactions(table) -> list[dict[str, Any]]:

@@ -35,7 +35,8 @@ from tablesvc.merge.context import EVENT_TIME_ORDERING
 from tablesvc.merge.merger import LogDeletes, is_natural_delete
 from tablesvc.merge.schema import work_schema
 from tablesvc.services.plan_execution import (
-    all_stats, finish_plan, plural, refuse_if_alive, rel_path, remove_orphans, run_file_group_tasks, start_plan, total,
+    Fence, all_stats, finish_plan, plural, refuse_if_alive, rel_path, remove_orphans, run_file_group_tasks, start_plan,
+    total,
 )
 from tablesvc.services.compaction.planner import check_supported
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
@@ -235,9 +236,11 @@ def _v6_order_check(table, tasks: list[LogCompactionTask], stats: dict[str, list
     return check
 
 
-def _recover_inflight(table, instant: Instant, config: Any) -> str:
+def _recover_inflight(table, instant: Instant, config: Any, fence: Fence | None) -> str:
     """Roll back a dead attempt, drop its plan and schedule a fresh one; returns the new instant or ''."""
     refuse_if_alive(table, instant, "log compaction", config)
+    if fence is not None:
+        fence()  # the rollback below deletes files: only the job's owner may do that
     from tablesvc.services.rollback import rollback
 
     rollback(table, instant.timestamp, config=config) if config is not None else rollback(table, instant.timestamp)
@@ -250,7 +253,7 @@ def _recover_inflight(table, instant: Instant, config: Any) -> str:
     return scheduled.instant if scheduled.status is Status.SCHEDULED else ""
 
 
-def _execute(table, instant_ts: str, spark, config: Any) -> ServiceResult:
+def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) -> ServiceResult:
     started = time.monotonic()
     timeline = table.timeline()
     current = timeline.get(instant_ts)
@@ -260,7 +263,7 @@ def _execute(table, instant_ts: str, spark, config: Any) -> ServiceResult:
         return ServiceResult(ACTION, Status.NOTHING_TO_DO, instant_ts, "already completed")
     recovered_from = None
     if current.state is State.INFLIGHT:
-        fresh = _recover_inflight(table, current, config)
+        fresh = _recover_inflight(table, current, config, fence)
         recovered_from = instant_ts
         if not fresh:
             return ServiceResult(ACTION, Status.NOTHING_TO_DO, None,
@@ -269,7 +272,7 @@ def _execute(table, instant_ts: str, spark, config: Any) -> ServiceResult:
         instant_ts = fresh
     plan: CompactionPlan = table.timeline().plan_of(table.storage, table.timeline().require(instant_ts))
     # On failure L stays inflight without a heartbeat: the next run rolls it back and reschedules.
-    with start_plan(table, instant_ts, Action.LOG_COMPACTION, "log compaction", config) as inflight:
+    with start_plan(table, instant_ts, Action.LOG_COMPACTION, "log compaction", config, fence) as inflight:
         timeline = table.timeline()
         ctx = ReadContext.for_table(table, timeline, as_of=instant_ts)
         schema_json = ctx.table_schema_json or table.schema(timeline)
@@ -277,12 +280,12 @@ def _execute(table, instant_ts: str, spark, config: Any) -> ServiceResult:
             raise InvalidInputError(f"log compaction {instant_ts}: the table has no schema")
         tasks = _tasks(table, plan, instant_ts, schema_json)
         stats = run_file_group_tasks(table, ctx, tasks, log_compact_file_group, spark, in_process=spark is None)
-        remove_orphans(table, instant_ts, stats)
+        remove_orphans(table, instant_ts, stats, fence)
         latest_schema = table.schema(table.timeline()) or schema_json
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=False,
                                   extra_metadata={"schema": latest_schema}, operation_type=OPERATION_TYPE)
         precheck = _v6_order_check(table, tasks, stats) if table.config.version < 8 else None
-        done = finish_plan(table, inflight, encode_commit_metadata(metadata, table.config.layout), precheck)
+        done = finish_plan(table, inflight, encode_commit_metadata(metadata, table.config.layout), precheck, fence)
     written = all_stats(stats)
     metrics = {"file_groups": len(written), "log_files": total(written, "total_log_files_compacted"),
                "log_blocks": total(written, "total_log_blocks"), "log_records": total(written, "total_log_records"),
@@ -297,20 +300,21 @@ def _execute(table, instant_ts: str, spark, config: Any) -> ServiceResult:
     return ServiceResult(ACTION, Status.DONE, instant_ts, reason, metrics)
 
 
-def run_log_compaction(table, instant: str | None = None, *, spark=None, config: Any = None) -> list[ServiceResult]:
+def run_log_compaction(table, instant: str | None = None, *, spark=None, config: Any = None,
+                       fence: Fence | None = None) -> list[ServiceResult]:
     """Run ``instant``'s plan; else every pending plan, oldest first; else schedule one (threshold
     lowered as by ``force``) and run it.  ``spark``: a SparkSession, a function returning one,
     or None (run the tasks in this process)."""
     check_supported(table)
     if instant is not None:
-        return [_execute(table, instant, spark, config)]
+        return [_execute(table, instant, spark, config, fence)]
     pending = [i.timestamp for i in table.timeline().pending_log_compactions()]
     if not pending:
         scheduled = schedule_log_compaction(table, config, force=True)
         if scheduled.status is not Status.SCHEDULED:
             return [scheduled]
         pending = [scheduled.instant]  # type: ignore[list-item]
-    return [_execute(table, ts, spark, config) for ts in pending]
+    return [_execute(table, ts, spark, config, fence) for ts in pending]
 
 
 def list_log_compactions(table) -> list[dict[str, Any]]:

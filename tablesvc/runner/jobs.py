@@ -1,0 +1,96 @@
+"""The runner's jobs: what is pending on a table's timeline, as units of work a worker can lease.
+
+A job is one pending instant of a table service, or one failed write to roll back:
+
+| kind | from | executed by |
+|---|---|---|
+| ``rollback`` | a pending write (deltacommit/commit/replacecommit) whose heartbeat expired | ``services.rollback.rollback`` |
+| ``logcompaction`` | a pending ``logcompaction`` plan | ``services.log_compaction.run_log_compaction`` |
+| ``compaction`` | a pending ``compaction`` plan | ``services.compaction.run_compaction`` |
+| ``clean`` | a pending ``clean`` plan | ``services.clean.finish_pending_cleans`` |
+
+Smaller jobs go first: rollbacks (they unblock scheduling), then log compactions, then
+compactions, then cleans; within a kind, fewer bytes first, then the older instant.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from timeline.active import Timeline
+from timeline.heartbeat import is_expired
+from timeline.instant import Action, State
+
+WRITE_ACTIONS = (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT)
+
+
+class JobKind(enum.Enum):
+    ROLLBACK = "rollback"
+    LOG_COMPACTION = "logcompaction"
+    COMPACTION = "compaction"
+    CLEAN = "clean"
+
+    @property
+    def priority(self) -> int:
+        return list(JobKind).index(self)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of leased work: ``kind`` on ``instant`` of the table at ``base_path``."""
+
+    base_path: str
+    kind: JobKind
+    instant: str
+    state: str           # the instant's state when the job was found
+    size_bytes: int = 0  # planned input bytes (log files for compactions); 0 when unknown
+
+    @property
+    def id(self) -> str:
+        """The lease key: unique per table, never reused (instant times are unique)."""
+        return f"{self.kind.value}-{self.instant}"
+
+    def sort_key(self) -> tuple:
+        return (self.kind.priority, self.size_bytes, self.instant)
+
+    def as_dict(self) -> dict:
+        return {"job": self.id, "kind": self.kind.value, "instant": self.instant, "state": self.state,
+                "bytes": self.size_bytes}
+
+
+def _plan_bytes(table, timeline: Timeline, instant) -> int:
+    try:
+        plan = timeline.plan_of(table.storage, instant)
+    except Exception:  # an unreadable plan still is a job; its executor reports the error
+        return 0
+    return int(sum((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0) for op in plan.operations or ()))
+
+
+def pending_jobs(table, timeline: Timeline, heartbeat_interval_ms: int, heartbeat_misses: int) -> list[Job]:
+    """Every job on ``timeline``, in the order workers take them.
+
+    Pending writes count only once their heartbeat expired (a live writer owns them); pending
+    plans are jobs in any state: the executor itself refuses an inflight plan whose heartbeat
+    is alive, and recovers a dead one."""
+    jobs: list[Job] = []
+    for instant in timeline.pending():
+        origin = timeline.origin_action(instant)
+        kind = {Action.COMPACTION: JobKind.COMPACTION, Action.LOG_COMPACTION: JobKind.LOG_COMPACTION,
+                Action.CLEAN: JobKind.CLEAN}.get(origin)
+        if kind is not None:
+            size = _plan_bytes(table, timeline, instant) if kind is not JobKind.CLEAN else 0
+            jobs.append(Job(table.base_path, kind, instant.timestamp, instant.state.value, size))
+        elif origin in WRITE_ACTIONS and is_expired(table.storage, table.base_path, instant.timestamp, table.clock,
+                                                    heartbeat_interval_ms, heartbeat_misses):
+            jobs.append(Job(table.base_path, JobKind.ROLLBACK, instant.timestamp, instant.state.value))
+    return sorted(jobs, key=Job.sort_key)
+
+
+def is_pending(timeline: Timeline, job: Job) -> bool:
+    """Whether ``job`` still has work: its instant is still pending on ``timeline``."""
+    instant = timeline.get(job.instant)
+    return instant is not None and instant.state is not State.COMPLETED
+
+
+__all__ = ["Job", "JobKind", "WRITE_ACTIONS", "is_pending", "pending_jobs"]

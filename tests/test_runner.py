@@ -1,0 +1,189 @@
+"""The async runner in one process: jobs, scheduling what is due, leases and fencing, failures
+set aside and retried, status.  (Real processes, kills and takeovers: tests/test_runner_processes.py.)"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+from tablesvc.cli.main import main as cli
+from tablesvc.config import build_config
+from tablesvc.runner import JobKind, Runner, RunnerSettings, execute_job, pending_jobs, table_status
+from tablesvc.table import Table
+from timeline.clock import ManualClock
+from timeline.instant import Action, State
+from timeline.lease import LeaseLostError, LeaseStore
+
+from test_log_compaction import busy_table, hudi_rows, our_rows
+
+pytestmark = pytest.mark.spark
+
+
+def conf(**values) -> list[str]:
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def pending(table: Table) -> list[str]:
+    return [f"{i.timestamp}.{i.action.value}.{i.state.value}" for i in table.timeline().pending()]
+
+
+def runner(paths, spark, out=None, clock=None, **settings) -> Runner:
+    settings = RunnerSettings(**({"lease_ms": 10_000, "poll_seconds": 0} | settings))
+    return Runner([str(p) for p in paths], settings, conf_pairs=conf(**{
+        "hoodie.compact.inline.max.delta.commits": 3, "hoodie.log.compaction.enable": "true",
+        "hoodie.log.compaction.blocks.threshold": 3, "hoodie.cleaner.commits.retained": 1}),
+        spark=lambda: spark, clock=clock, out=out or io.StringIO())
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_one_pass_schedules_what_is_due_and_runs_every_job(tmp_path, spark, version):
+    table, _instants, _deleted = busy_table(tmp_path, version)
+    before = hudi_rows(table.base_path)
+    out = io.StringIO()
+    r = runner([table.base_path], spark, out)
+    stats = r.run(once=True)
+    table = Table.open(table.base_path)
+    timeline = table.timeline()
+    assert pending(table) == [], out.getvalue()
+    done = {timeline.origin_action(i) for i in timeline.completed()}
+    assert Action.COMPACTION in done, out.getvalue()
+    assert stats.jobs_done >= 1 and stats.jobs_failed == 0 and stats.scheduled >= 1
+    assert hudi_rows(table.base_path) == before == our_rows(table)
+    assert all(not s.log_files for s in table.latest_file_slices() if s.base_file)  # compacted
+    leases = LeaseStore(table.storage, table.base_path)
+    assert leases.jobs() and all(leases.is_done(j) for j in leases.jobs())
+    # the compaction left old slices behind: the next pass cleans them; then nothing is due
+    out2 = io.StringIO()
+    again = runner([table.base_path], spark, out2).run(once=True)
+    assert again.jobs_done == 1 and "clean-" in out2.getvalue() and "compaction-" not in out2.getvalue()
+    assert hudi_rows(table.base_path) == before
+    idle = runner([table.base_path], spark).run(once=True)
+    assert idle.jobs_done == 0 and idle.scheduled == 0
+
+
+def test_a_worker_that_lost_its_lease_cannot_complete_and_the_new_holder_can(tmp_path, spark):
+    from tablesvc.services.compaction import schedule_compaction
+
+    table, _instants, _deleted = busy_table(tmp_path, 8)
+    before = hudi_rows(table.base_path)
+    compaction = schedule_compaction(table, force=True).instant
+    clock = ManualClock(table.clock.now_ms())
+    leases = LeaseStore(table.storage, table.base_path, clock)
+    job = [j for j in pending_jobs(table, table.timeline(), 60_000, 2) if j.kind is JobKind.COMPACTION][0]
+    stale = leases.acquire(job.id, "stale", 5_000)
+    clock.advance(6_000)                                   # the stale worker stalled past its lease
+    fresh = leases.acquire(job.id, "fresh", 5_000)
+    assert fresh.token == stale.token + 1
+    config = build_config()
+    with pytest.raises(LeaseLostError, match="superseded by token 2 of fresh"):
+        execute_job(table, config, job, lambda: leases.check(stale), lambda: spark)
+    assert table.timeline().get(compaction).state is State.REQUESTED  # refused before it started
+    results = execute_job(table, config, job, lambda: leases.check(fresh), lambda: spark)
+    assert [r.status.value for r in results] == ["done"]
+    assert hudi_rows(table.base_path) == before
+
+
+def test_stale_worker_refused_at_completion_leaves_no_trace(tmp_path, spark, monkeypatch):
+    """The lease is lost while the Spark job runs: the fence refuses to complete; the instant
+    stays inflight (a later holder rolls it back and re-runs it) and readers see the old rows."""
+    from tablesvc.services import plan_execution
+    from tablesvc.services.compaction import run_compaction, schedule_compaction
+
+    table, _instants, _deleted = busy_table(tmp_path, 8)
+    before = hudi_rows(table.base_path)
+    compaction = schedule_compaction(table, force=True).instant
+    clock = ManualClock(table.clock.now_ms())
+    leases = LeaseStore(table.storage, table.base_path, clock)
+    job_id = f"compaction-{compaction}"
+    stale = leases.acquire(job_id, "stale", 5_000)
+    real_run = plan_execution.run_file_group_tasks
+
+    def run_then_lose_the_lease(*args, **kwargs):
+        stats = real_run(*args, **kwargs)
+        clock.advance(6_000)
+        assert leases.acquire(job_id, "fresh", 5_000) is not None
+        return stats
+
+    monkeypatch.setattr("tablesvc.services.compaction.executor.run_file_group_tasks", run_then_lose_the_lease)
+    with pytest.raises(LeaseLostError):
+        run_compaction(table, compaction, spark=spark, fence=lambda: leases.check(stale))
+    assert table.timeline().get(compaction).state is State.INFLIGHT
+    assert hudi_rows(table.base_path) == before
+    monkeypatch.undo()
+    fresh = leases.current(job_id)
+    cfg = build_config(conf={"hoodie.client.heartbeat.interval_in_ms": "1"})  # the stale heartbeat has expired
+    results = run_compaction(table, compaction, spark=spark, config=cfg, fence=lambda: leases.check(fresh))
+    assert results[0].status.value == "done" and "rolled back first" in results[0].reason
+    assert hudi_rows(table.base_path) == before and pending(Table.open(table.base_path)) == []
+
+
+def test_failing_job_is_set_aside_after_max_failures_and_retry_clears_it(tmp_path, spark, capsys):
+    from tablesvc.services.compaction import schedule_compaction
+
+    table, _instants, _deleted = busy_table(tmp_path, 8)
+    compaction = schedule_compaction(table, force=True).instant
+    plan_log = next(p for p in (tmp_path / "t").rglob(".*.log.*"))
+    hidden = plan_log.with_name("hidden-" + plan_log.name)
+    os.rename(plan_log, hidden)                        # the plan's input is missing: the job fails
+    out = io.StringIO()
+    r = runner([table.base_path], spark, out, max_failures=2)
+    r.run(once=True)
+    r.poll()
+    r.poll()
+    text = out.getvalue()
+    assert r.stats.jobs_failed == 2, text
+    assert f"compaction-{compaction}: set aside after 2 failures" in text
+    status = table_status(Table.open(table.base_path), build_config(), max_failures=2)
+    assert [s["job"] for s in status["set_aside"]] == [f"compaction-{compaction}"]
+    assert hidden.name[len("hidden-"):] in status["set_aside"][0]["last_error"]
+    assert Table.open(table.base_path).timeline().get(compaction).state is not State.COMPLETED
+    # the operator fixes the cause and retries
+    os.rename(hidden, plan_log)
+    assert cli(["retry", table.base_path, f"compaction-{compaction}"]) == 0
+    assert "failure count 2 cleared" in capsys.readouterr().out
+    r2 = runner([table.base_path], spark, max_failures=2)
+    r2.run(once=True)
+    assert r2.stats.jobs_done >= 1 and pending(Table.open(table.base_path)) == []
+    assert cli(["retry", table.base_path, "compaction-19990101000000000"]) == 2
+
+
+def test_status_json_reports_jobs_leases_and_lag(tmp_path, spark, capsys):
+    from tablesvc.services.compaction import schedule_compaction
+
+    table, instants, _deleted = busy_table(tmp_path, 8)
+    compaction = schedule_compaction(table, force=True).instant
+    LeaseStore(table.storage, table.base_path).acquire(f"compaction-{compaction}", "someone", 60_000)
+    assert cli(["status", table.base_path, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert [j["job"] for j in status["pending_jobs"]] == [f"compaction-{compaction}"]
+    assert status["pending_jobs"][0]["bytes"] > 0
+    assert status["leases"][0]["owner"] == "someone" and status["leases"][0]["token"] == 1
+    assert status["oldest_pending_compaction_age_s"] is not None and status["oldest_pending_compaction_age_s"] >= 0
+    assert status["delta_commits_since_last_compaction"] == len(instants) + 2  # + the sample table's two
+    groups = status["log_blocks_per_file_group"]
+    assert groups and groups[0]["log_blocks"] >= len(instants)
+    assert cli(["status", table.base_path]) == 0
+    assert f"compaction-{compaction}" in capsys.readouterr().out
+
+
+def test_run_refuses_bad_arguments_with_exit_2(tmp_path, capsys):
+    assert cli(["run", str(tmp_path / "nope"), "--once"]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert cli(["run", str(tmp_path), "--lease-seconds", "0", "--once"]) == 2
+
+
+def test_run_refuses_a_table_with_a_metadata_table(tmp_path, fixture_root, capsys):
+    import shutil
+
+    from helpers import data_files
+
+    path = tmp_path / "mdt"
+    shutil.copytree(fixture_root.path("v8_trips_8i3u1d"), path)
+    before = {f: (path / f).read_bytes() for f in data_files(path)}
+    assert cli(["run", str(path), "--once"]) == 2
+    assert "metadata table" in capsys.readouterr().err
+    assert {f: (path / f).read_bytes() for f in data_files(path)} == before
+    assert not (path / ".hoodie/.aux/tablesvc").exists()
