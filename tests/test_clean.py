@@ -6,24 +6,21 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.config import build_config
 from tablesvc.demo.sample_table import build_sample_table
-from tablesvc.fsview.names import BaseFileName
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.services.clean import list_cleans, plan_clean, run_clean
 from tablesvc.services.result import Status
 from tablesvc.table import Table
-from tablesvc.write import FileGroupTarget, write_file_group, WriteContext
 from timeline.clock import ManualClock
 from timeline.instant import Action
-from timeline.payloads import (CommitMetadata, CompactionOperation, CompactionPlan, SavepointMetadata, WriteStat,
-                               encode_commit_metadata, encode_compaction_plan, encode_savepoint_metadata)
-from timeline.storage import join
+from timeline.payloads import (CompactionOperation, CompactionPlan, SavepointMetadata, encode_compaction_plan,
+                               encode_savepoint_metadata)
+
+from table_builders import compact_by_hand, update_five_records
 
 
 def hudi_rows(path) -> list[tuple]:
@@ -36,51 +33,17 @@ def data_files(path: Path) -> set[str]:
             and not p.name.startswith(".hoodie_partition")}
 
 
-def compact_all(table: Table) -> str:
-    """What a compaction does, done by hand: merge every latest slice into a new base file."""
-    slices = table.latest_file_slices()
-    plan = CompactionPlan(operations=tuple(CompactionOperation(
-        s.base_instant, s.file_id, s.partition, s.base_file.file_name, tuple(lf.file_name for lf in s.log_files),
-        {"TOTAL_LOG_FILES_SIZE": 0.0}) for s in slices), version=2)
-    w = table.timeline_writer
-    c = w.start(w.request(Action.COMPACTION, encode_compaction_plan(plan)))
-    ctx = ReadContext.for_table(table)
-    stats = {}
-    for s in slices:
-        merged = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)
-        name = BaseFileName(s.file_id, "0-0-0", c.timestamp).name
-        merged = merged.set_column(4, "_hoodie_file_name", pa.array([name] * merged.num_rows, pa.string()))
-        pq.write_table(merged, join(table.base_path, s.partition, name))
-        stats.setdefault(s.partition, []).append(WriteStat(file_id=s.file_id, path=f"{s.partition}/{name}",
-                                                           prev_commit=s.base_instant, partition_path=s.partition,
-                                                           num_writes=merged.num_rows))
-    md = CommitMetadata({p: tuple(v) for p, v in stats.items()}, True, {"schema": table.schema()}, "COMPACT")
-    w.complete(c, encode_commit_metadata(md, table.config.layout))
-    return c.timestamp
-
-
 def update_one_group(table: Table, fare: float) -> str:
     """A delta commit updating five records of one file group (a new log file)."""
-    s = sorted(table.latest_file_slices(), key=lambda s: s.partition)[0]
-    rows = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table)).slice(0, 5)
-    rows = rows.set_column(rows.schema.get_field_index("fare"), "fare", pa.array([fare] * 5))
-    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pc.add(rows.column("ts"), 10))
-    w = table.timeline_writer
-    d = w.start(w.request(Action.DELTA_COMMIT))
-    ctx = WriteContext(table.base_path, table.config.name, table.config.version, d.timestamp, table.schema(), "ts")
-    records = rows.drop_columns(["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"])
-    stats = write_file_group(table.storage, ctx, FileGroupTarget.from_slice(s), records, 0, 0)
-    md = CommitMetadata({s.partition: tuple(stats)}, False, {"schema": table.schema()}, "UPSERT")
-    w.complete(d, encode_commit_metadata(md, table.config.layout))
-    return d.timestamp
+    return update_five_records(table, sorted(table.latest_file_slices(), key=lambda s: s.partition)[0], fare)
 
 
 def history(tmp_path, version):
     """t1 insert, t2 update+delete (sample), C1 compaction, D3 update, C2 compaction, D4 update."""
     table = build_sample_table(str(tmp_path / "t"), table_version=version).table
-    c1 = compact_all(table)
+    c1 = compact_by_hand(table)
     update_one_group(table, 1.5)
-    c2 = compact_all(table)
+    c2 = compact_by_hand(table)
     update_one_group(table, 2.5)
     return Table.open(table.base_path), c1, c2
 

@@ -15,29 +15,20 @@ the slice's base instant), not from tablesvc's planner.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 
 from tablesvc.cli.main import main
 from tablesvc.demo.sample_table import build_sample_table
 from tablesvc.fsview.names import BaseFileName, LogFileName
-from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.table import Table
-from tablesvc.write import FileGroupTarget, WriteContext, write_file_group
-from timeline.instant import Action
-from timeline.payloads import CommitMetadata, CompactionOperation, CompactionPlan, WriteStat, \
-    encode_commit_metadata, encode_compaction_plan
-from timeline.storage import join
 
 from helpers import data_files
+from table_builders import compact_by_hand, tree, update_five_records
 
 RETAINED = "hoodie.cleaner.commits.retained"
 POLICY = "hoodie.cleaner.policy"
@@ -46,43 +37,10 @@ THRESHOLD = "hoodie.log.compaction.blocks.threshold"
 
 
 # -- building tables without Spark ------------------------------------------------------------------
-def _compact_by_hand(table: Table) -> str:
-    """What a compaction commits, done directly: every latest slice merged into a new base file."""
-    slices = table.latest_file_slices()
-    plan = CompactionPlan(operations=tuple(CompactionOperation(
-        s.base_instant, s.file_id, s.partition, s.base_file.file_name, tuple(lf.file_name for lf in s.log_files),
-        {"TOTAL_LOG_FILES_SIZE": 0.0}) for s in slices), version=2)
-    w = table.timeline_writer
-    c = w.start(w.request(Action.COMPACTION, encode_compaction_plan(plan)))
-    ctx = ReadContext.for_table(table)
-    stats: dict[str, list[WriteStat]] = {}
-    for s in slices:
-        merged = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)
-        name = BaseFileName(s.file_id, "0-0-0", c.timestamp).name
-        merged = merged.set_column(4, "_hoodie_file_name", pa.array([name] * merged.num_rows, pa.string()))
-        pq.write_table(merged, join(table.base_path, s.partition, name))
-        stats.setdefault(s.partition, []).append(WriteStat(file_id=s.file_id, path=f"{s.partition}/{name}",
-                                                           prev_commit=s.base_instant, partition_path=s.partition,
-                                                           num_writes=merged.num_rows))
-    md = CommitMetadata({p: tuple(v) for p, v in stats.items()}, True, {"schema": table.schema()}, "COMPACT")
-    w.complete(c, encode_commit_metadata(md, table.config.layout))
-    return c.timestamp
-
-
 def _update_group(table: Table, partition: str, fare: float) -> str:
     """A delta commit updating five records of ``partition``'s file group (one new log block)."""
     s = [s for s in table.latest_file_slices() if s.partition == partition][0]
-    rows = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table)).slice(0, 5)
-    rows = rows.set_column(rows.schema.get_field_index("fare"), "fare", pa.array([fare] * 5))
-    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pc.add(rows.column("ts"), 10))
-    w = table.timeline_writer
-    d = w.start(w.request(Action.DELTA_COMMIT))
-    ctx = WriteContext(table.base_path, table.config.name, table.config.version, d.timestamp, table.schema(), "ts")
-    records = rows.drop_columns(["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"])
-    stats = write_file_group(table.storage, ctx, FileGroupTarget.from_slice(s), records, 0, 0)
-    md = CommitMetadata({s.partition: tuple(stats)}, False, {"schema": table.schema()}, "UPSERT")
-    w.complete(d, encode_commit_metadata(md, table.config.layout))
-    return d.timestamp
+    return update_five_records(table, s, fare)
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +48,9 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """v6: t1 insert, t2 update+delete, C1 compaction, D3 update, C2 compaction, D4 update (6 writes)."""
     table = build_sample_table(str(tmp_path_factory.mktemp("layers") / "t"), table_version=6, rows=60).table
     t1 = table.timeline().completed_writes()[0].timestamp
-    c1 = _compact_by_hand(table)
+    c1 = compact_by_hand(table)
     _update_group(table, "city=chennai", 1.5)
-    c2 = _compact_by_hand(table)
+    c2 = compact_by_hand(table)
     _update_group(table, "city=chennai", 2.5)
     assert len(table.timeline().completed_writes()) == 6
     return Path(table.base_path), {"t1": t1, "C1": c1, "C2": c2}
@@ -113,18 +71,6 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     rc = main(list(argv))
     out, err = capsys.readouterr()
     return rc, out, err
-
-
-def tree(path: Path) -> dict[str, str]:
-    """Every file and folder under the table, with a digest of each file's bytes."""
-    out = {}
-    for root, dirs, files in os.walk(path):
-        for d in dirs:
-            out[os.path.relpath(os.path.join(root, d), path) + "/"] = "dir"
-        for f in files:
-            p = os.path.join(root, f)
-            out[os.path.relpath(p, path)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-    return out
 
 
 def name_instant(rel: str) -> str:

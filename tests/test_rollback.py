@@ -16,11 +16,11 @@ from pathlib import Path
 
 import fastavro
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from helpers import data_files, wait_for
+from table_builders import write_without_spark
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.cli import cmd_rollback
@@ -33,11 +33,7 @@ from tablesvc.services import Status
 from tablesvc.services.rollback import eager_rollback, plan_rollback, rollback, rollback_failed
 from tablesvc.services.rollback import executor as rb_executor
 from tablesvc.table import Table, TableSpec
-from tablesvc.write import (
-    BucketSpec, FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, bucket_of_file_id,
-    combine_in_batch, create_marker, delete_markers, reconcile_schema, write_file_group,
-)
-from tablesvc.write.keys import PARTITION_PATH_COLUMN, RECORD_KEY_COLUMN
+from tablesvc.write import create_marker, delete_markers
 from timeline.clock import ManualClock, SystemClock
 from timeline.heartbeat import Heartbeat, heartbeat_path
 from timeline.instant import Action, State
@@ -102,46 +98,16 @@ class Writer:
         self.stage = 0
 
     def write(self, batch: pa.Table, operation: str = "upsert", *, complete: bool = True) -> str:
-        table, cfg = self.table, self.table.config
-        writer = table.timeline_writer
         self.clock.advance(1000)
-        instant = writer.request(Action.DELTA_COMMIT)
-        inflight = writer.start(instant)
-        old = table.schema()
-        schema = old if operation == "delete" else reconcile_schema(
-            old, batch.schema, cfg.record_key_fields, cfg.ordering_field, cfg.partition_fields, table_name=cfg.name)
-        keyed = combine_in_batch(add_key_columns(batch, KeySpec.from_config(cfg)),
-                                 None if operation == "delete" else cfg.ordering_field)
-        buckets = BucketSpec.from_props(cfg.props)
-        ids = buckets.bucket_ids(keyed.column(RECORD_KEY_COLUMN), cfg.record_key_fields)
-        keyed = keyed.append_column("__bucket", ids)
-        slices = {(s.partition, bucket_of_file_id(s.file_id)): s for s in table.latest_file_slices()}
         self.stage += 1
-        ctx = WriteContext(table.base_path, cfg.name, cfg.version, instant.timestamp, schema, cfg.ordering_field,
-                           operation=operation, stage_id=self.stage)
-        stats: dict[str, list] = {}
-        groups = sorted(set(zip(keyed.column(PARTITION_PATH_COLUMN).to_pylist(), ids.to_pylist())))
-        for task, (partition, bucket) in enumerate(groups):
-            mask = pc.and_(pc.equal(keyed.column(PARTITION_PATH_COLUMN), partition),
-                           pc.equal(keyed.column("__bucket"), bucket))
-            existing = slices.get((partition, bucket))
-            target = FileGroupTarget.from_slice(existing) if existing else \
-                FileGroupTarget.new(partition, bucket_file_id(bucket))
-            for st in write_file_group(table.storage, ctx, target, keyed.filter(mask).drop_columns(["__bucket"]),
-                                       task_partition=task, attempt=0):
-                stats.setdefault(partition, []).append(st)
+        t, _stats = write_without_spark(self.table, batch, operation, stage=self.stage, complete=complete)
         if complete:
-            from timeline.payloads import CommitMetadata, encode_commit_metadata
-            md = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
-                                extra_metadata={"schema": schema}, operation_type=operation.upper())
-            writer.complete(inflight, encode_commit_metadata(md, cfg.layout))
-            delete_markers(table.storage, table.base_path, instant.timestamp)
             for r in batch.to_pylist():
                 if operation == "delete":
                     self.model.pop(r["uuid"], None)
                 elif r["uuid"] not in self.model or r["ts"] >= self.model[r["uuid"]]:
                     self.model[r["uuid"]] = r["ts"]
-        return instant.timestamp
+        return t
 
     def expire(self) -> None:
         self.clock.advance(DAY_MS)

@@ -35,31 +35,22 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from helpers import data_files
+from table_builders import compact_by_hand, write_without_spark
 from tablesvc.config import load_config
 from tablesvc.errors import ConflictError
-from tablesvc.fsview.names import BaseFileName, LogFileName
+from tablesvc.fsview.names import LogFileName
 from tablesvc.logformat import avro_data_block, block_records, encode_block, read_log_file
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.storage import LocalStorage
 from tablesvc.table import Table, TableSpec
-from tablesvc.write import (
-    BucketSpec, FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, bucket_of_file_id,
-    combine_in_batch, create_marker, delete_markers, reconcile_schema, write_file_group,
-)
-from tablesvc.write.keys import PARTITION_PATH_COLUMN, RECORD_KEY_COLUMN
+from tablesvc.write import create_marker
 from timeline.clock import ManualClock, SystemClock
 from timeline.heartbeat import heartbeat_path
 from timeline.instant import Action, State
-from timeline.payloads import (
-    CommitMetadata, CompactionOperation, CompactionPlan, WriteStat, encode_commit_metadata, encode_compaction_plan,
-)
-from timeline.storage import join
 
 REPO = Path(__file__).resolve().parent.parent
 HARNESS = Path(__file__).resolve().parent / "crash_harness.py"
@@ -96,38 +87,10 @@ class Builder:
         self.stage = 0
 
     def write(self, batch: pa.Table, operation: str = "upsert", *, complete: bool = True) -> str:
-        table, cfg = self.table, self.table.config
-        writer = table.timeline_writer
         self.clock.advance(1000)
-        inflight = writer.start(writer.request(Action.DELTA_COMMIT))
-        t = inflight.timestamp
-        old = table.schema()
-        schema = old if operation == "delete" else reconcile_schema(
-            old, batch.schema, cfg.record_key_fields, cfg.ordering_field, cfg.partition_fields, table_name=cfg.name)
-        keyed = combine_in_batch(add_key_columns(batch, KeySpec.from_config(cfg)),
-                                 None if operation == "delete" else cfg.ordering_field)
-        ids = BucketSpec.from_props(cfg.props).bucket_ids(keyed.column(RECORD_KEY_COLUMN), cfg.record_key_fields)
-        keyed = keyed.append_column("__bucket", ids)
-        slices = {(s.partition, bucket_of_file_id(s.file_id)): s for s in table.latest_file_slices()}
         self.stage += 1
-        ctx = WriteContext(table.base_path, cfg.name, cfg.version, t, schema, cfg.ordering_field,
-                           operation=operation, stage_id=self.stage)
-        stats: dict[str, list] = {}
-        groups = sorted(set(zip(keyed.column(PARTITION_PATH_COLUMN).to_pylist(), ids.to_pylist())))
-        for task, (partition, bucket) in enumerate(groups):
-            mask = pc.and_(pc.equal(keyed.column(PARTITION_PATH_COLUMN), partition),
-                           pc.equal(keyed.column("__bucket"), bucket))
-            existing = slices.get((partition, bucket))
-            target = FileGroupTarget.from_slice(existing) if existing else \
-                FileGroupTarget.new(partition, bucket_file_id(bucket))
-            for st in write_file_group(table.storage, ctx, target, keyed.filter(mask).drop_columns(["__bucket"]),
-                                       task_partition=task, attempt=0):
-                stats.setdefault(partition, []).append(st)
+        t, _stats = write_without_spark(self.table, batch, operation, stage=self.stage, complete=complete)
         if complete:
-            md = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
-                                extra_metadata={"schema": schema}, operation_type=operation.upper())
-            writer.complete(inflight, encode_commit_metadata(md, cfg.layout))
-            delete_markers(table.storage, table.base_path, t)
             for r in batch.to_pylist():
                 if operation == "delete":
                     self.model.pop(r["uuid"], None)
@@ -137,28 +100,7 @@ class Builder:
 
     def compact(self) -> str:
         """A compaction of every latest slice, done by hand (the service under test is not this one)."""
-        table = self.table
-        slices = table.latest_file_slices()
-        plan = CompactionPlan(operations=tuple(CompactionOperation(
-            s.base_instant, s.file_id, s.partition, s.base_file.file_name if s.base_file else None,
-            tuple(lf.file_name for lf in s.log_files), {"TOTAL_LOG_FILES_SIZE": 0.0}) for s in slices), version=2)
-        w = table.timeline_writer
-        self.clock.advance(1000)
-        c = w.start(w.request(Action.COMPACTION, encode_compaction_plan(plan)))
-        ctx = ReadContext.for_table(table)
-        stats: dict[str, list[WriteStat]] = {}
-        for s in slices:
-            merged = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)
-            name = BaseFileName(s.file_id, "0-0-0", c.timestamp).name
-            merged = merged.set_column(merged.schema.get_field_index("_hoodie_file_name"), "_hoodie_file_name",
-                                       pa.array([name] * merged.num_rows, pa.string()))
-            pq.write_table(merged, join(table.base_path, s.partition, name))
-            stats.setdefault(s.partition, []).append(WriteStat(
-                file_id=s.file_id, path=f"{s.partition}/{name}", prev_commit=s.base_instant,
-                partition_path=s.partition, num_writes=merged.num_rows))
-        md = CommitMetadata({p: tuple(v) for p, v in stats.items()}, True, {"schema": table.schema()}, "COMPACT")
-        w.complete(c, encode_commit_metadata(md, table.config.layout))
-        return c.timestamp
+        return compact_by_hand(self.table, self.clock)
 
     def step(self, fn, *args, **kwargs) -> tuple[str, set[str]]:
         """Run a write or compaction; returns its instant and the data files it created."""

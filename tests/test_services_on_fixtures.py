@@ -23,7 +23,6 @@ Fixtures are always copied before a command runs on them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -48,6 +47,7 @@ from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
 
 from conftest import all_fixture_names, copy_table, requires_fixtures
 from helpers import data_files
+from table_builders import tree
 
 REPO = Path(__file__).resolve().parent.parent
 RETAINED = "hoodie.cleaner.commits.retained"
@@ -161,18 +161,6 @@ def valid_blocks(path: Path) -> dict[tuple[str, str], list[str]]:
     for s in table.latest_file_slices():
         selection = select_blocks(table.storage, tuple(lf.path for lf in s.log_files), ctx)
         out[(s.partition, s.file_id)] = [dict(b.block.header)[HeaderKey.INSTANT_TIME] for b in selection.blocks]
-    return out
-
-
-def tree(path: Path) -> dict[str, str]:
-    """Every file and folder of the table (``.hoodie`` included), with a digest of each file."""
-    out = {}
-    for root, dirs, files in os.walk(path):
-        for d in dirs:
-            out[os.path.relpath(os.path.join(root, d), path) + "/"] = "dir"
-        for f in files:
-            p = os.path.join(root, f)
-            out[os.path.relpath(p, path)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
     return out
 
 

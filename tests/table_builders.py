@@ -1,0 +1,128 @@
+"""Building test tables without Spark, through tablesvc's write pieces (no pytest fixtures here).
+
+* ``write_without_spark``: a delta commit as the writer makes it (keys, in-batch combine, bucket
+  ids, one ``write_file_group`` per file group), optionally left uncompleted (a failed write);
+* ``update_five_records``: a delta commit updating five records of one file slice;
+* ``compact_by_hand``: what a compaction commits, done directly (not through the service);
+* ``tree``: every file and folder under a table, with a digest of each file, to show that
+  something changed nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tablesvc.fsview.names import BaseFileName
+from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+from tablesvc.table import Table
+from tablesvc.write import (
+    BucketSpec, FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, bucket_of_file_id,
+    combine_in_batch, delete_markers, reconcile_schema, write_file_group,
+)
+from tablesvc.write.keys import PARTITION_PATH_COLUMN, RECORD_KEY_COLUMN
+from timeline.clock import ManualClock
+from timeline.instant import Action
+from timeline.payloads import (
+    CommitMetadata, CompactionOperation, CompactionPlan, WriteStat, encode_commit_metadata, encode_compaction_plan,
+)
+from timeline.storage import join
+
+
+def write_without_spark(table: Table, batch: pa.Table, operation: str, *, stage: int,
+                        complete: bool = True) -> tuple[str, dict[str, list[WriteStat]]]:
+    """A delta commit of ``batch`` (``operation``: upsert, insert, delete...) with Spark's stage id
+    ``stage``; returns its instant and its write stats by partition.  ``complete=False`` leaves the
+    instant inflight with its files and markers: a failed write."""
+    cfg = table.config
+    writer = table.timeline_writer
+    inflight = writer.start(writer.request(Action.DELTA_COMMIT))
+    t = inflight.timestamp
+    old = table.schema()
+    schema = old if operation == "delete" else reconcile_schema(
+        old, batch.schema, cfg.record_key_fields, cfg.ordering_field, cfg.partition_fields, table_name=cfg.name)
+    keyed = combine_in_batch(add_key_columns(batch, KeySpec.from_config(cfg)),
+                             None if operation == "delete" else cfg.ordering_field)
+    ids = BucketSpec.from_props(cfg.props).bucket_ids(keyed.column(RECORD_KEY_COLUMN), cfg.record_key_fields)
+    keyed = keyed.append_column("__bucket", ids)
+    slices = {(s.partition, bucket_of_file_id(s.file_id)): s for s in table.latest_file_slices()}
+    ctx = WriteContext(table.base_path, cfg.name, cfg.version, t, schema, cfg.ordering_field,
+                       operation=operation, stage_id=stage)
+    stats: dict[str, list[WriteStat]] = {}
+    groups = sorted(set(zip(keyed.column(PARTITION_PATH_COLUMN).to_pylist(), ids.to_pylist())))
+    for task, (partition, bucket) in enumerate(groups):
+        mask = pc.and_(pc.equal(keyed.column(PARTITION_PATH_COLUMN), partition),
+                       pc.equal(keyed.column("__bucket"), bucket))
+        existing = slices.get((partition, bucket))
+        target = FileGroupTarget.from_slice(existing) if existing else \
+            FileGroupTarget.new(partition, bucket_file_id(bucket))
+        for st in write_file_group(table.storage, ctx, target, keyed.filter(mask).drop_columns(["__bucket"]),
+                                   task_partition=task, attempt=0):
+            stats.setdefault(partition, []).append(st)
+    if complete:
+        md = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
+                            extra_metadata={"schema": schema}, operation_type=operation.upper())
+        writer.complete(inflight, encode_commit_metadata(md, cfg.layout))
+        delete_markers(table.storage, table.base_path, t)
+    return t, stats
+
+
+def update_five_records(table: Table, file_slice, fare: float) -> str:
+    """A delta commit updating the first five records of ``file_slice`` (``fare`` set, ``ts`` + 10):
+    one new log block in its file group.  For tables with the sample schema (``fare``, ``ts``)."""
+    s = file_slice
+    rows = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table)).slice(0, 5)
+    rows = rows.set_column(rows.schema.get_field_index("fare"), "fare", pa.array([fare] * 5))
+    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pc.add(rows.column("ts"), 10))
+    w = table.timeline_writer
+    d = w.start(w.request(Action.DELTA_COMMIT))
+    ctx = WriteContext(table.base_path, table.config.name, table.config.version, d.timestamp, table.schema(), "ts")
+    records = rows.drop_columns(["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"])
+    stats = write_file_group(table.storage, ctx, FileGroupTarget.from_slice(s), records, 0, 0)
+    md = CommitMetadata({s.partition: tuple(stats)}, False, {"schema": table.schema()}, "UPSERT")
+    w.complete(d, encode_commit_metadata(md, table.config.layout))
+    return d.timestamp
+
+
+def compact_by_hand(table: Table, clock: ManualClock | None = None) -> str:
+    """What a compaction commits, done directly: every latest slice (with or without a base file)
+    merged into a new base file.  ``clock``, if given, is advanced by a second first."""
+    slices = table.latest_file_slices()
+    plan = CompactionPlan(operations=tuple(CompactionOperation(
+        s.base_instant, s.file_id, s.partition, s.base_file.file_name if s.base_file else None,
+        tuple(lf.file_name for lf in s.log_files), {"TOTAL_LOG_FILES_SIZE": 0.0}) for s in slices), version=2)
+    w = table.timeline_writer
+    if clock is not None:
+        clock.advance(1000)
+    c = w.start(w.request(Action.COMPACTION, encode_compaction_plan(plan)))
+    ctx = ReadContext.for_table(table)
+    stats: dict[str, list[WriteStat]] = {}
+    for s in slices:
+        merged = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)
+        name = BaseFileName(s.file_id, "0-0-0", c.timestamp).name
+        merged = merged.set_column(merged.schema.get_field_index("_hoodie_file_name"), "_hoodie_file_name",
+                                   pa.array([name] * merged.num_rows, pa.string()))
+        pq.write_table(merged, join(table.base_path, s.partition, name))
+        stats.setdefault(s.partition, []).append(WriteStat(
+            file_id=s.file_id, path=f"{s.partition}/{name}", prev_commit=s.base_instant,
+            partition_path=s.partition, num_writes=merged.num_rows))
+    md = CommitMetadata({p: tuple(v) for p, v in stats.items()}, True, {"schema": table.schema()}, "COMPACT")
+    w.complete(c, encode_commit_metadata(md, table.config.layout))
+    return c.timestamp
+
+
+def tree(path: Path) -> dict[str, str]:
+    """Every file and folder under the table (``.hoodie`` included), with a digest of each file's bytes."""
+    out = {}
+    for root, dirs, files in os.walk(path):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(root, d), path) + "/"] = "dir"
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, path)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
