@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -80,3 +81,12 @@ def spark():
                                    "spark.default.parallelism": "4", "spark.driver.memory": "2g"})
     yield session
     session.stop()
+
+
+# -- the benchmark harness (tests/benchmarks/bench_harness.py; `make bench`) ---------------------------
+sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
+from bench_harness import bench, write_bench_report  # noqa: E402,F401  (the `bench` fixture)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    write_bench_report()

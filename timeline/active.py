@@ -35,6 +35,9 @@ class Timeline:
     files: tuple[Instant, ...]
     instants: tuple[Instant, ...] = field(init=False)
     _origin: dict[str, Action] = field(init=False, repr=False, compare=False)
+    # By timestamp, for O(1) lookups: planners ask for every log file's instant (issue #6 profile)
+    _by_time: dict[str, tuple[Instant, ...]] = field(init=False, repr=False, compare=False)
+    _files_by_time: dict[str, tuple[Instant, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         best: dict[tuple[str, Action], Instant] = {}
@@ -48,6 +51,14 @@ class Timeline:
                 best[key] = f
         object.__setattr__(self, "instants", tuple(sorted(best.values(), key=lambda i: i.sort_key)))
         object.__setattr__(self, "_origin", origin)
+        by_time: dict[str, list[Instant]] = {}
+        for i in self.instants:
+            by_time.setdefault(i.timestamp, []).append(i)
+        files_by_time: dict[str, list[Instant]] = {}
+        for f in self.files:
+            files_by_time.setdefault(f.timestamp, []).append(f)
+        object.__setattr__(self, "_by_time", {k: tuple(v) for k, v in by_time.items()})
+        object.__setattr__(self, "_files_by_time", {k: tuple(v) for k, v in files_by_time.items()})
 
     # -- loading ------------------------------------------------------------------------
     @classmethod
@@ -66,7 +77,7 @@ class Timeline:
     # -- lookups -----------------------------------------------------------------------
     def get(self, timestamp: str) -> Instant | None:
         """The instant at ``timestamp`` in its highest state (a non-rollback action first)."""
-        found = [i for i in self.instants if i.timestamp == timestamp]
+        found = self._by_time.get(timestamp)
         if not found:
             return None
         return max(found, key=lambda i: (i.state.rank, i.action is not Action.ROLLBACK))
@@ -78,7 +89,7 @@ class Timeline:
         return instant
 
     def files_of(self, timestamp: str) -> tuple[Instant, ...]:
-        return tuple(f for f in self.files if f.timestamp == timestamp)
+        return self._files_by_time.get(timestamp, ())
 
     def origin_action(self, instant: Instant) -> Action:
         """The action an instant was requested as: a completed ``commit`` may be a compaction."""

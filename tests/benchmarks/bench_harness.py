@@ -1,0 +1,223 @@
+"""The benchmark suite's harness (``make bench``): sizes, measurement and the report.
+
+Not a conftest.py: tests/conftest.py registers the ``bench`` fixture and the report hook
+from here (two modules named ``conftest`` would shadow each other's imports).
+
+Every case measures tablesvc and its baseline in this process tree, on the same data, one
+after the other, and records both with ``bench.record(...)``.  At the end of the session the
+report is written to ``bench-out/report.md`` and ``bench-out/report.json`` (``TABLESVC_BENCH_OUT``
+to change the folder); profiles saved with ``bench.profile(...)`` go beside it.
+
+Sizes scale with ``TABLESVC_BENCH_SCALE`` (default 1.0: fits a 2-core, 24 GiB machine in under
+15 minutes); ``bench.rows(2_000_000)`` is 2M rows at scale 1, 200k at scale 0.1.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import platform
+import pstats
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _process_tree() -> Iterator[int]:
+    """This process and its descendants (the Spark JVM, its Python workers), from /proc."""
+    pids, seen = [os.getpid()], set()
+    while pids:
+        pid = pids.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        yield pid
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    pids.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+
+
+def _rss_now_mb() -> float:
+    """Resident memory of this process tree now, in MiB."""
+    total = 0
+    for pid in _process_tree():
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return total / 1024
+
+
+def tree_cpu_s() -> float:
+    """CPU seconds (user + system, reaped children included) used so far by this process tree:
+    much less sensitive than wall time to other work on the machine."""
+    total = 0
+    for pid in _process_tree():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(v) for v in fields[11:15])   # utime, stime, cutime, cstime
+        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Measurement:
+    seconds: float
+    peak_rss_mb: float
+    result: Any = None
+    cpu_s: float | None = None     # process-tree CPU seconds (``timed``)
+    load_1m: float | None = None   # the machine's 1-minute load average before (``timed``)
+
+
+@contextmanager
+def _sampling_rss(interval: float = 0.1) -> Iterator[list[float]]:
+    import threading
+
+    peak = [_rss_now_mb()]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(interval):
+            peak[0] = max(peak[0], _rss_now_mb())
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        thread.join()
+        peak[0] = max(peak[0], _rss_now_mb())
+
+
+def measure(fn: Callable[[], Any]) -> Measurement:
+    """Wall time and peak resident memory (this process tree: driver, JVM, Python workers)."""
+    with _sampling_rss() as peak:
+        started = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - started
+    return Measurement(seconds, round(peak[0], 1), result)
+
+
+def timed(fn: Callable[[], Any]) -> Measurement:
+    """``measure(fn)`` plus the process tree's CPU seconds and the load average before it."""
+    load = os.getloadavg()[0]
+    cpu = tree_cpu_s()
+    m = measure(fn)
+    m.cpu_s = round(tree_cpu_s() - cpu, 2)
+    m.load_1m = round(load, 2)
+    return m
+
+
+@dataclass
+class CaseResult:
+    case: str
+    rows: int
+    bytes: int
+    tablesvc_s: float
+    tablesvc_peak_rss_mb: float
+    baseline: str
+    baseline_s: float | None
+    baseline_peak_rss_mb: float | None
+    target: str = ""
+    met: bool | None = None
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.tablesvc_s if self.tablesvc_s else 0.0
+
+    @property
+    def ratio(self) -> float | None:
+        return round(self.tablesvc_s / self.baseline_s, 3) if self.baseline_s else None
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"rows_per_s": round(self.rows_per_s), "ratio": self.ratio}
+
+
+class Bench:
+    def __init__(self, out: Path, scale: float):
+        self.out = out
+        self.scale = scale
+        self.results: list[CaseResult] = []
+
+    def rows(self, at_scale_1: int, minimum: int = 10_000) -> int:
+        return max(minimum, int(at_scale_1 * self.scale))
+
+    def record(self, case: str, *, rows: int, bytes: int, ours: Measurement, baseline: str,
+               theirs: Measurement | None, target: str = "", met: bool | None = None, notes: str = "",
+               **extra: Any) -> CaseResult:
+        r = CaseResult(case, rows, bytes, round(ours.seconds, 3), ours.peak_rss_mb, baseline,
+                       round(theirs.seconds, 3) if theirs else None, theirs.peak_rss_mb if theirs else None,
+                       target, met, notes, extra)
+        self.results.append(r)
+        return r
+
+    @contextmanager
+    def profile(self, name: str) -> Iterator[None]:
+        """cProfile of the driver side of a block, saved as ``<out>/profiles/<name>.txt``."""
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            yield
+        finally:
+            prof.disable()
+            folder = self.out / "profiles"
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / f"{name}.txt", "w") as f:
+                pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
+
+    def write_report(self) -> None:
+        if not self.results:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        meta = {"scale": self.scale, "cpus": os.cpu_count(), "python": platform.python_version(),
+                "machine": platform.machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+        (self.out / "report.json").write_text(json.dumps({"meta": meta, "cases": [r.as_dict() for r in self.results]},
+                                                         indent=2))
+        lines = [f"# tablesvc benchmark report ({meta['when']}, scale {self.scale}, {meta['cpus']} CPUs)", "",
+                 "| case | rows | MB | tablesvc s | rows/s | peak RSS MB | baseline | baseline s | ratio | target | met |",
+                 "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|"]
+        for r in self.results:
+            met = "" if r.met is None else ("yes" if r.met else "**no**")
+            lines.append(f"| {r.case} | {r.rows:,} | {r.bytes / 1e6:.1f} | {r.tablesvc_s:.2f} | {r.rows_per_s:,.0f} | "
+                         f"{r.tablesvc_peak_rss_mb:,.0f} | {r.baseline} | "
+                         f"{'' if r.baseline_s is None else f'{r.baseline_s:.2f}'} | "
+                         f"{'' if r.ratio is None else r.ratio} | {r.target} | {met} |")
+        notes = [f"- **{r.case}**: {r.notes}" for r in self.results if r.notes]
+        if notes:
+            lines += ["", "Notes:", ""] + notes
+        (self.out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+_BENCH: Bench | None = None
+
+
+@pytest.fixture(scope="session")
+def bench() -> Bench:
+    global _BENCH
+    if _BENCH is None:
+        out = Path(os.environ.get("TABLESVC_BENCH_OUT", REPO / "bench-out"))
+        _BENCH = Bench(out, float(os.environ.get("TABLESVC_BENCH_SCALE", "1.0")))
+    return _BENCH
+
+
+def write_bench_report() -> None:
+    """At the end of a session that ran benchmark cases: the Markdown and JSON report."""
+    if _BENCH is not None:
+        _BENCH.write_report()
+        print(f"\nbenchmark report: {_BENCH.out / 'report.md'}")

@@ -1,0 +1,238 @@
+"""Log compaction (RFC-48) throughput, next to a full compaction of the same file slices.
+
+One MOR table (table version 8, Avro log blocks) is built outside the timings with tablesvc's own
+write pieces (``write_file_group`` per file group, the timeline writer, commit metadata), as
+``tests/test_log_compaction.py`` does: 4 partitions of one file group each, a base file of
+``bench.rows(320_000)`` rows per file group, then 10 delta commits that each update
+``bench.rows(4_000)`` random rows (1.25%) of every file group: one Avro data block per file group
+and commit.  At scale 1 the slices hold 160k log records in 40 blocks next to 1.28M base rows, the
+regime RFC-48 is for (logs small next to the base file).
+
+The table is copied three times (the original serves as the fourth).  On each, the plan is
+scheduled outside the timing, then its execution is timed (``run_log_compaction`` /
+``run_compaction`` with the instant):
+
+* log compaction, in-process tasks (``spark=None``)  vs  full compaction, in-process tasks (the
+  same ``run_compaction`` with its task runner switched to in-process, as ``spark=None`` does
+  for log compaction; no production code changes);
+* log compaction through Spark ``local[2]``  vs  full compaction through Spark ``local[2]``.
+
+rows = log records merged (what the target counts), bytes = the log bytes read.  Target (issue
+#6): >= 80k log records/s, Avro to Avro, on 2 cores.  Extra fields: the bytes each side writes
+(the write amplification RFC-48 is about).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from tablesvc.config import build_config
+from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+from tablesvc.services import plan_execution
+from tablesvc.services.compaction import executor as compaction_executor
+from tablesvc.services.compaction import run_compaction, schedule_compaction
+from tablesvc.services.log_compaction import (
+    compacted_blocks, merge_log_blocks, run_log_compaction, schedule_log_compaction,
+)
+from tablesvc.services.result import Status
+from tablesvc.logformat import encode_blocks
+from tablesvc.table import Table, TableSpec
+from tablesvc.write import (
+    FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, delete_markers, write_file_group,
+)
+from timeline.instant import Action
+from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
+
+
+def _harness():
+    """The benchmark harness module (tests/benchmarks/bench_harness.py)."""
+    import bench_harness
+
+    return bench_harness
+
+
+measure = _harness().measure
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
+
+PARTITIONS = 4
+DELTA_COMMITS = 10
+TARGET_RECORDS_PER_S = 80_000
+SCHEMA = json.dumps({"type": "record", "name": "trips_record", "namespace": "hoodie.trips", "fields": [
+    {"name": "uuid", "type": ["string", "null"]},
+    {"name": "ts", "type": ["long", "null"]},
+    {"name": "part", "type": ["string", "null"]},
+    {"name": "rider", "type": ["string", "null"]},
+    {"name": "driver", "type": ["string", "null"]},
+    {"name": "fare", "type": ["double", "null"]},
+    {"name": "distance_km", "type": ["double", "null"]},
+    {"name": "begin_lat", "type": ["double", "null"]},
+    {"name": "begin_lon", "type": ["double", "null"]},
+    {"name": "passengers", "type": ["long", "null"]},
+]})
+
+
+def _rows(partition: int, ids: np.ndarray, version: int, rng: np.random.Generator) -> pa.Table:
+    """Rows for record ids ``ids`` (vectorised: millions of rows in seconds)."""
+    n = len(ids)
+
+    def labelled(prefix: str, values: np.ndarray) -> pa.Array:
+        return pc.binary_join_element_wise(prefix, pc.cast(pa.array(values, pa.int64()), pa.string()), "-")
+
+    return pa.table({
+        "uuid": labelled(f"p{partition}", ids),
+        "ts": pa.array(1_700_000_000_000 + ids * 7 + version, pa.int64()),
+        "part": pa.array(np.full(n, f"p{partition}", dtype=object), pa.string()),
+        "rider": labelled("rider", ids % 9973),
+        "driver": labelled("driver", (ids * 31 + version) % 997),
+        "fare": pa.array(np.round(rng.uniform(5, 90, n), 2), pa.float64()),
+        "distance_km": pa.array(rng.uniform(0.5, 40, n), pa.float64()),
+        "begin_lat": pa.array(rng.uniform(-90, 90, n), pa.float64()),
+        "begin_lon": pa.array(rng.uniform(-180, 180, n), pa.float64()),
+        "passengers": pa.array(rng.integers(1, 6, n), pa.int64()),
+    })
+
+
+def _delta_commit(table: Table, batches: dict[int, pa.Table], operation: str, stage: int) -> str:
+    """One delta commit writing ``batches[p]`` into partition p's file group (a new base file for
+    the first write, a new log file with one Avro block after)."""
+    cfg = table.config
+    slices = {s.partition: s for s in table.latest_file_slices()}
+    w = table.timeline_writer
+    inflight = w.start(w.request(Action.DELTA_COMMIT))
+    ctx = WriteContext(table.base_path, cfg.name, cfg.version, inflight.timestamp, SCHEMA, "ts",
+                       operation=operation, stage_id=stage)
+    keys = KeySpec.from_config(cfg)
+    stats: dict[str, list[WriteStat]] = {}
+    for p, batch in batches.items():
+        partition = f"part=p{p}"
+        existing = slices.get(partition)
+        target = FileGroupTarget.from_slice(existing) if existing else FileGroupTarget.new(partition, bucket_file_id(0))
+        for st in write_file_group(table.storage, ctx, target, add_key_columns(batch, keys), p, 0):
+            stats.setdefault(partition, []).append(st)
+    md = CommitMetadata({k: tuple(v) for k, v in stats.items()}, False, {"schema": SCHEMA},
+                        operation.upper())
+    w.complete(inflight, encode_commit_metadata(md, cfg.layout))
+    delete_markers(table.storage, table.base_path, inflight.timestamp)
+    return inflight.timestamp
+
+
+def build_table(path: Path, base_rows: int, updates: int) -> Table:
+    table = Table.create(str(path), TableSpec("lc_bench", ("uuid",), "ts", ("part",), table_version=8,
+                                              num_buckets=1))
+    rng = np.random.default_rng(48)
+    _delta_commit(table, {p: _rows(p, np.arange(base_rows), 0, rng) for p in range(PARTITIONS)}, "insert", 1)
+    for c in range(DELTA_COMMITS):
+        _delta_commit(table, {p: _rows(p, np.sort(rng.choice(base_rows, updates, replace=False)), c + 1, rng)
+                              for p in range(PARTITIONS)}, "upsert", c + 2)
+    return Table.open(table.base_path)
+
+
+def _in_process_compaction(monkeypatch) -> None:
+    """Make ``run_compaction`` run its file-group tasks in this process, one after the other,
+    exactly as ``run_log_compaction(spark=None)`` does (plan_execution.run_file_group_tasks)."""
+    monkeypatch.setattr(compaction_executor, "run_file_group_tasks",
+                        functools.partial(plan_execution.run_file_group_tasks, in_process=True))
+
+
+@pytest.fixture(scope="module")
+def tables(bench, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("log_compaction")
+    base_rows, updates = bench.rows(320_000, minimum=3_200), bench.rows(4_000, minimum=40)
+    original = build_table(root / "original", base_rows, updates)
+    slices = original.latest_file_slices()
+    out = {"original": original, "full_spark": original,  # the original is the fourth copy
+           "log_bytes": sum(lf.size for s in slices for lf in s.log_files),
+           "base_bytes": sum(s.base_file.size for s in slices),
+           "base_rows": sum(pq.ParquetFile(s.base_file.path).metadata.num_rows for s in slices)}
+    for name in ("lc_local", "full_local", "lc_spark"):
+        shutil.copytree(original.base_path, root / name)
+        out[name] = Table.open(str(root / name))
+    return out
+
+
+def _lc(table: Table, config, spark) -> dict:
+    scheduled = schedule_log_compaction(table, config)
+    assert scheduled.status is Status.SCHEDULED, scheduled.reason
+    assert scheduled.metrics["file_groups"] == PARTITIONS and scheduled.metrics["log_blocks"] == \
+        PARTITIONS * DELTA_COMMITS, scheduled.metrics
+    m = measure(lambda: run_log_compaction(table, scheduled.instant, spark=spark, config=config))
+    (result,) = m.result
+    assert result.status is Status.DONE, result.reason
+    return {"m": m, "metrics": result.metrics}
+
+
+def _full(table: Table, config, spark) -> dict:
+    scheduled = schedule_compaction(table, config, force=True)
+    assert scheduled.status is Status.SCHEDULED and scheduled.metrics["file_groups"] == PARTITIONS, scheduled.reason
+    m = measure(lambda: run_compaction(table, scheduled.instant, spark=spark, config=config))
+    (result,) = m.result
+    assert result.status is Status.DONE, result.reason
+    return {"m": m, "metrics": result.metrics}
+
+
+def _record(bench, case: str, tables, lc: dict, full: dict, how: str, baseline: str) -> None:
+    base_bytes, base_rows, log_bytes = tables["base_bytes"], tables["base_rows"], tables["log_bytes"]
+    lcm, fm = lc["metrics"], full["metrics"]
+    records = int(lcm["log_records"])
+    rate = records / lc["m"].seconds
+    amp = round(fm["bytes_written"] / lcm["bytes_written"], 2) if lcm["bytes_written"] else None
+    bench.record(
+        case, rows=records, bytes=log_bytes, ours=lc["m"], baseline=baseline, theirs=full["m"],
+        target=f">= {TARGET_RECORDS_PER_S // 1000}k log records/s", met=rate >= TARGET_RECORDS_PER_S,
+        notes=(f"{PARTITIONS} file groups x {DELTA_COMMITS} Avro log blocks ({records:,} log records, "
+               f"{log_bytes / 1e6:.1f} MB) over {base_rows:,} base rows ({base_bytes / 1e6:.1f} MB); "
+               f"{how}.  Log compaction wrote {lcm['bytes_written'] / 1e6:.1f} MB "
+               f"({lcm['records_written']:,} records), the full compaction {fm['bytes_written'] / 1e6:.1f} MB "
+               f"({fm['records_written']:,} rows): {amp}x the bytes; full compaction merged "
+               f"{fm['log_records'] / full['m'].seconds:,.0f} log records/s"),
+        log_records_per_s=round(rate), lc_bytes_written=lcm["bytes_written"], full_bytes_written=fm["bytes_written"],
+        full_over_lc_bytes=amp, lc_records_written=lcm["records_written"], full_rows_written=fm["records_written"],
+        log_blocks=lcm["log_blocks"], file_groups=lcm["file_groups"], base_rows=base_rows, base_bytes=base_bytes,
+        full_log_records_per_s=round(fm["log_records"] / full["m"].seconds))
+
+
+def test_log_compaction_in_process(bench, tables, monkeypatch):
+    config = build_config()
+    lc = _lc(tables["lc_local"], config, None)
+    _in_process_compaction(monkeypatch)
+    full = _full(tables["full_local"], config, None)
+    _record(bench, "log compaction: in-process (spark=None), avro -> avro", tables, lc, full,
+            "tasks one after the other in this process (1 core)",
+            "full compaction (run_compaction), in-process tasks")
+    # where the time goes: one file group's merge and encode, and its full-compaction read (read-only)
+    original = tables["original"]
+    s = sorted(original.latest_file_slices(), key=lambda s: s.partition)[0]
+    ctx = ReadContext.for_table(original)
+    with bench.profile("log_compaction_one_file_group"):
+        merged = merge_log_blocks(original.storage, ctx, tuple(lf.path for lf in s.log_files))
+        encode_blocks(compacted_blocks("29991231235959999", SCHEMA, merged))
+    with bench.profile("full_compaction_read_one_file_group"):
+        read_file_slice(original.storage, SliceSpec.from_file_slice(s), ctx)
+
+
+def test_log_compaction_spark(bench, tables, spark):
+    config = build_config()
+    def warm(batches):  # start both Python workers and import what the tasks use, outside the timings
+        import tablesvc.services.compaction.executor  # noqa: F401
+        import tablesvc.services.log_compaction.executor  # noqa: F401
+        yield from batches
+
+    from tablesvc.spark.read_job import specs_dataframe
+
+    for _ in range(2):  # the job shape both services use: pickled tasks -> mapInArrow
+        specs_dataframe(spark, list(range(PARTITIONS))).mapInArrow(warm, "spec binary").collect()
+    lc = _lc(tables["lc_spark"], config, spark)
+    full = _full(tables["full_spark"], config, spark)
+    _record(bench, "log compaction: Spark local[2], avro -> avro", tables, lc, full,
+            "one Spark task per file group, local[2]",
+            "full compaction (run_compaction), Spark local[2]")

@@ -1,0 +1,469 @@
+"""Planning and timeline costs on a large synthetic timeline, next to the same operations on a
+100-instant timeline (the baseline column: how the cost grows with the timeline).
+
+The tables are synthesised outside the timings, directly with the timeline's own pieces: the
+timeline files of every instant (``<T>.deltacommit.requested``, ``.inflight``, ``<T>_<C>.deltacommit``
+with Avro commit metadata), two compactions (plan, inflight, completed commit), the partition
+metadata files, and empty base and log files with real names.  Nothing reads data here: every
+operation timed is metadata work (timeline and file listing), so empty data files are enough.
+
+Shape (``n`` delta commits, ``n`` = 10,000 at scale 1, at least 200):
+
+* ``n // 100`` partitions of 10 file groups; delta commit ``k < partitions`` inserts partition ``k``
+  (10 empty base files), every later one adds one log file to each of the 10 file groups of
+  partition ``k % partitions``: about ``10 * n`` data files (100k at scale 1);
+* compaction A, after delta commit ``n // 2``, compacted the first half of the file groups (their
+  old slices are what a clean removes);
+* compaction B, after delta commit ``n - 3``, compacted 1% of the file groups: 2 delta commits
+  since the last compaction, so Hudi's default trigger (5 delta commits) says "not due".
+
+Three tables of this shape: the baseline (100 delta commits, ~1k files), a middle one (the
+geometric mean, 1,000 delta commits at scale 1) and the large one (``n``).  They live on tmpfs
+(``/dev/shm``) when there is one: ~130k file creates take seconds there and minutes on this
+machine's disk; every timed operation only lists and reads metadata, which the page cache
+serves either way.  Transitions (which fsync) are also timed on a 100-instant table on disk.
+
+Cases (targets from issue #6), each with the same operation on the 100-instant table as baseline:
+
+* compaction scheduling, planning part (``build_plan`` with a fresh timeline, as
+  ``schedule_compaction(force=True)`` runs it under the lock) and clean planning (``plan_clean``,
+  defaults): <= 1 s.  On the large table they run in a child process stopped at
+  ``TABLESVC_BENCH_CAP_S`` seconds (default 10; a stopped run's time is a lower bound, and the
+  growth measured between the baseline and the middle table predicts the full time);
+* one instant state transition (``TimelineWriter.start`` / ``complete``, median): <= 1 ms;
+* deciding that no inline service is due: ``run_inline_services`` with the defaults (cleaning
+  automatic) and with ``hoodie.compact.inline=true``, after a clean recorded at the current
+  earliest commit to retain (written through the timeline writer, with an empty plan); and the
+  trigger check ``compaction_due`` alone on an already-loaded timeline: <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tablesvc.config import build_config
+from tablesvc.fsview.names import PARTITION_METAFILE, BaseFileName, LogFileName
+from tablesvc.services.clean.planner import CleanConfig, _earliest_commit_to_retain, plan_clean
+from tablesvc.services.compaction import compaction_due
+from tablesvc.services.compaction.planner import build_plan
+from tablesvc.services.inline import run_inline_services
+from tablesvc.services.result import Status
+from tablesvc.table import Table, TableSpec
+from timeline.instant import Action, TimelineLayout
+from timeline.instant_time import format_instant, resolve_timezone
+from timeline.payloads import (
+    ActionInstant, CleanerPlan, CleanMetadata, CommitMetadata, CompactionOperation, CompactionPlan, WriteStat,
+    decode_commit_metadata, encode_clean_metadata, encode_cleaner_plan, encode_commit_metadata,
+    encode_compaction_plan,
+)
+
+
+def _harness():
+    """The benchmark harness module (tests/benchmarks/bench_harness.py)."""
+    import bench_harness
+
+    return bench_harness
+
+
+measure, Measurement = _harness().measure, _harness().Measurement
+
+pytestmark = [pytest.mark.benchmark]
+
+GROUPS_PER_PARTITION = 10
+BASELINE_COMMITS = 100
+START_MS = 1_735_689_600_000            # 2025-01-01T00:00:00Z; instants one second apart
+SCHEMA = json.dumps({"type": "record", "name": "bench_record", "namespace": "hoodie.bench", "fields": [
+    {"name": "uuid", "type": ["string", "null"]}, {"name": "ts", "type": ["long", "null"]},
+    {"name": "part", "type": ["string", "null"]}, {"name": "fare", "type": ["double", "null"]}]})
+# Placeholders of the same byte length as the values they stand for (the Avro container is codec
+# null, so equal-length substitution keeps it valid; the builder decodes a sample to check).
+_T = "29991231235959001"
+_P = "PPPPP"
+
+
+@dataclass(frozen=True)
+class Synthetic:
+    table: Table
+    delta_commits: int
+    partitions: int
+    file_groups: int
+    data_files: int
+    timeline_files: int
+    timeline_bytes: int
+    build_s: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.delta_commits:,} delta commits / {self.data_files:,} files"
+
+
+def _partition(p: int) -> str:
+    return f"part={p:05d}"
+
+
+def _file_id(p: int | str, g: int) -> str:
+    return f"{p if isinstance(p, str) else f'{p:05d}'}000-0000-4000-8000-{g:012d}-0"
+
+
+def _touch(path: str) -> None:
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _stat_template(base: bool) -> bytes:
+    """Commit metadata of one write into the 10 file groups of partition ``_P`` at instant ``_T``."""
+    partition = f"part={_P}"
+    stats = []
+    for g in range(GROUPS_PER_PARTITION):
+        fid = _file_id(_P, g)
+        if base:
+            name = BaseFileName(fid, "0-1-0", _T).name
+            stats.append(WriteStat(file_id=fid, path=f"{partition}/{name}", prev_commit="null",
+                                   partition_path=partition, num_writes=0, num_inserts=0))
+        else:
+            name = LogFileName(fid, _T, 1, "0-1-0").name
+            stats.append(WriteStat(file_id=fid, path=f"{partition}/{name}", prev_commit=_T, partition_path=partition,
+                                   log_version=1, log_offset=0, base_file="", log_files=(name,), total_log_blocks=1))
+    md = CommitMetadata({partition: tuple(stats)}, False, {"schema": SCHEMA}, "INSERT" if base else "UPSERT")
+    return encode_commit_metadata(md, TimelineLayout.V2)
+
+
+def build_timeline(root: Path, delta_commits: int) -> Synthetic:
+    """A v8 table with ``delta_commits`` completed delta commits and two compactions (see module doc)."""
+    started = time.perf_counter()
+    table = Table.create(str(root), TableSpec("bench", ("uuid",), "ts", ("part",), table_version=8,
+                                              num_buckets=GROUPS_PER_PARTITION))
+    tl_dir = os.path.join(table.base_path, table.config.layout.timeline_dir)
+    n_parts = max(1, delta_commits // 100)
+    n_groups = n_parts * GROUPS_PER_PARTITION
+    for p in range(n_parts):
+        os.makedirs(os.path.join(table.base_path, _partition(p)))
+        _write(os.path.join(table.base_path, _partition(p), PARTITION_METAFILE),
+               f"#partition metadata\ncommitTime=0\npartitionDepth=1\n".encode())
+    insert_md, log_md = _stat_template(True), _stat_template(False)
+    tz = resolve_timezone(table.config.timezone)
+    slot = [0]
+
+    def times() -> tuple[str, str]:
+        ms = START_MS + slot[0] * 1000
+        slot[0] += 1
+        return format_instant(ms, tz), format_instant(ms + 500, tz)
+
+    def compaction(groups: list[int]) -> None:
+        t, c = times()
+        ops, stats, listed = [], {}, {}
+        for gi in groups:
+            p, g = divmod(gi, GROUPS_PER_PARTITION)
+            fid, part = _file_id(p, g), _partition(p)
+            if part not in listed:
+                listed[part] = sorted(os.listdir(os.path.join(table.base_path, part)))
+            logs = [n for n in listed[part] if n.startswith(f".{fid}_")]
+            ops.append(CompactionOperation(inserted[p], fid, part, BaseFileName(fid, "0-1-0", inserted[p]).name,
+                                           tuple(logs), {"TOTAL_LOG_FILES": float(len(logs))}))
+            name = BaseFileName(fid, "0-2-0", t).name
+            _touch(os.path.join(table.base_path, part, name))
+            stats.setdefault(part, []).append(WriteStat(file_id=fid, path=f"{part}/{name}", prev_commit="null",
+                                                        partition_path=part))
+        _write(os.path.join(tl_dir, f"{t}.compaction.requested"),
+               encode_compaction_plan(CompactionPlan(operations=tuple(ops), version=2)))
+        _touch(os.path.join(tl_dir, f"{t}.compaction.inflight"))
+        md = CommitMetadata({p: tuple(v) for p, v in stats.items()}, True, {"schema": SCHEMA}, "COMPACT")
+        _write(os.path.join(tl_dir, f"{t}_{c}.commit"), encode_commit_metadata(md, table.config.layout))
+
+    data_files, inserted = 0, {}
+    for k in range(delta_commits):
+        t, c = times()
+        p = k % n_parts
+        part = _partition(p)
+        folder = os.path.join(table.base_path, part)
+        base = k < n_parts
+        if base:
+            inserted[p] = t
+        for g in range(GROUPS_PER_PARTITION):
+            fid = _file_id(p, g)
+            _touch(os.path.join(folder, BaseFileName(fid, "0-1-0", t).name if base
+                                else LogFileName(fid, t, 1, "0-1-0").name))
+        data_files += GROUPS_PER_PARTITION
+        _touch(os.path.join(tl_dir, f"{t}.deltacommit.requested"))
+        _touch(os.path.join(tl_dir, f"{t}.deltacommit.inflight"))
+        md = (insert_md if base else log_md).replace(_T.encode(), t.encode()).replace(_P.encode(), f"{p:05d}".encode())
+        _write(os.path.join(tl_dir, f"{t}_{c}.deltacommit"), md)
+        if k == delta_commits // 2:
+            compaction(list(range(n_groups // 2)))
+        if k == delta_commits - 3:
+            compaction(list(range(n_groups - max(1, n_groups // 100), n_groups)))
+    # check one substituted payload and the table's view of the timeline
+    sample = decode_commit_metadata(md, table.config.layout, "sample")
+    assert sample.partitions() == (part,) and len(tuple(sample.write_stats())) == GROUPS_PER_PARTITION
+    timeline = table.timeline()
+    assert len(timeline.completed(Action.DELTA_COMMIT)) == delta_commits
+    assert len([i for i in timeline.completed(Action.COMMIT)]) == 2
+    data_files += n_groups // 2 + max(1, n_groups // 100)
+    tl_bytes = sum(e.stat().st_size for e in os.scandir(tl_dir) if e.is_file())
+    return Synthetic(table, delta_commits, n_parts, n_groups, data_files, len(timeline.files), tl_bytes,
+                     round(time.perf_counter() - started, 2))
+
+
+# -- running the operations ------------------------------------------------------------------------
+CAP_S = float(os.environ.get("TABLESVC_BENCH_CAP_S", "10"))
+REPO = Path(__file__).resolve().parents[2]
+
+# The two planners on the large table run in a child process with a time cap (TABLESVC_BENCH_CAP_S):
+# their cost grows with files x instants, and the suite has a time budget.
+_CHILD = r"""
+import json, signal, sys, time
+from tablesvc.config import build_config
+from tablesvc.services.clean.planner import plan_clean
+from tablesvc.services.compaction.planner import build_plan
+from tablesvc.table import Table
+
+op, path, cap = sys.argv[1], sys.argv[2], float(sys.argv[3])
+table, cfg = Table.open(path), build_config()
+
+class Capped(Exception):
+    pass
+
+def stop(*_):
+    raise Capped()
+
+signal.signal(signal.SIGALRM, stop)
+signal.setitimer(signal.ITIMER_REAL, cap)
+started = time.perf_counter()
+try:
+    if op == "build_plan":
+        plan, why, summary = build_plan(table, table.timeline(), cfg)
+    else:
+        planned = plan_clean(table, cfg)
+        summary = {"files": planned.files, "partitions_scanned": planned.partitions_scanned}
+    capped = False
+except Capped:
+    summary, capped = None, True
+seconds = time.perf_counter() - started
+signal.setitimer(signal.ITIMER_REAL, 0)
+with open("/proc/self/status") as f:  # VmHWM: this process image's peak RSS
+    peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+print(json.dumps({"seconds": seconds, "capped": capped, "summary": summary, "maxrss_mb": peak}))
+"""
+
+
+def run_capped(op: str, table: Table) -> tuple[Measurement, dict | None, bool]:
+    """(measurement, the planner's summary or None, capped?) for ``op`` run in a child process."""
+    proc = subprocess.run([sys.executable, "-c", _CHILD, op, table.base_path, str(CAP_S)], cwd=REPO,
+                          capture_output=True, text=True, timeout=CAP_S + 120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Measurement(out["seconds"], round(out["maxrss_mb"], 1)), out["summary"], out["capped"]
+
+
+def median_of(fn, runs: int) -> Measurement:
+    """The median wall time of ``runs`` runs (the highest peak RSS seen); the last result."""
+    ms = [measure(fn) for _ in range(runs)]
+    return Measurement(statistics.median(m.seconds for m in ms), max(m.peak_rss_mb for m in ms), ms[-1].result)
+
+
+def growth(small: tuple[int, float], mid: tuple[int, float], big_n: int) -> tuple[float | None, float | None]:
+    """Growth exponent k of cost ~ n^k between two sizes, and the cost it predicts at ``big_n``."""
+    (n1, s1), (n2, s2) = small, mid
+    if n2 <= n1 or s1 <= 0 or s2 <= 0:
+        return None, None
+    k = math.log(s2 / s1) / math.log(n2 / n1)
+    return round(k, 2), round(s2 * (big_n / n2) ** k, 1)
+
+
+def record_clean(table: Table) -> str:
+    """A completed clean at today's earliest commit to retain (default policy), written through the
+    timeline writer with an empty plan: after it, a clean is not due until the ECTR moves."""
+    timeline = table.timeline()
+    cfg = CleanConfig.from_service_config(build_config())
+    ectr = _earliest_commit_to_retain(timeline, cfg, table.clock.now_ms(), resolve_timezone(table.config.timezone))
+    last = timeline.latest_completed(Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+    plan = CleanerPlan(policy=cfg.policy.value,
+                       earliest_instant_to_retain=ActionInstant(ectr.timestamp, ectr.action.value, "COMPLETED"),
+                       last_completed_commit_timestamp=last.timestamp, file_paths_to_be_deleted_per_partition={},
+                       partitions_to_be_deleted=())
+    w = table.timeline_writer
+    inflight = w.start(w.request(Action.CLEAN, encode_cleaner_plan(plan)))
+    md = CleanMetadata(start_clean_time=inflight.timestamp, time_taken_in_millis=0, total_files_deleted=0,
+                       earliest_commit_to_retain=ectr.timestamp, partition_metadata={},
+                       last_completed_commit_timestamp=last.timestamp, policy=cfg.policy.value)
+    w.complete(inflight, encode_clean_metadata(md))
+    return ectr.timestamp
+
+
+@dataclass
+class Tables:
+    small: Synthetic          # the baseline: 100 delta commits
+    mid: Synthetic            # geometric mean of small and big
+    big: Synthetic
+    on_disk: Synthetic        # the baseline shape again, on the pytest temporary folder (fsync costs)
+    where: str
+
+
+@pytest.fixture(scope="module")
+def tables(bench, tmp_path_factory) -> Tables:
+    n = bench.rows(10_000, minimum=200)
+    mid = int(round(math.sqrt(BASELINE_COMMITS * n)))
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        # ~130k files: tmpfs builds them in seconds (a disk here takes ~0.5 ms per file create)
+        root, where = Path(tempfile.mkdtemp(prefix="tablesvc-bench-planning-", dir=shm)), "tmpfs (/dev/shm)"
+    else:
+        root, where = tmp_path_factory.mktemp("planning"), "the pytest temporary folder"
+    try:
+        yield Tables(build_timeline(root / "small", BASELINE_COMMITS), build_timeline(root / "mid", mid),
+                     build_timeline(root / "big", n),
+                     build_timeline(tmp_path_factory.mktemp("planning_disk") / "small", BASELINE_COMMITS), where)
+    finally:
+        if root.parent == shm:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+BASELINE = "same operation, 100-instant timeline"
+
+
+def _planner_case(bench, tables: Tables, op: str, case: str, profile: str, run_small) -> None:
+    small = median_of(run_small(tables.small.table), 3)
+    mid = median_of(run_small(tables.mid.table), 1)
+    with bench.profile(profile):
+        run_small(tables.mid.table)()
+    big, summary, capped = run_capped(op, tables.big.table)
+    k, predicted = growth((tables.small.data_files, small.seconds), (tables.mid.data_files, mid.seconds),
+                          tables.big.data_files)
+    b = tables.big
+    note = (f"rows = data files; {b.label} ({b.timeline_files:,} timeline files, on {tables.where}); baseline = the "
+            f"same operation on {tables.small.label}; {tables.mid.label}: {mid.seconds:.2f} s.  Cost grows ~ files^{k}")
+    if capped:
+        note += (f"; the large run was stopped at the {CAP_S:.0f} s cap (TABLESVC_BENCH_CAP_S): its time is a "
+                 f"lower bound; the growth predicts ~{predicted} s")
+    bench.record(case, rows=b.data_files, bytes=b.timeline_bytes, ours=big, baseline=BASELINE, theirs=small,
+                 target="<= 1 s", met=(not capped and big.seconds <= 1.0), notes=note, capped=capped,
+                 cap_s=CAP_S, summary=summary, mid_delta_commits=tables.mid.delta_commits,
+                 mid_files=tables.mid.data_files, mid_s=round(mid.seconds, 3), growth_exponent=k,
+                 predicted_big_s=predicted, delta_commits=b.delta_commits, timeline_files=b.timeline_files,
+                 build_s=b.build_s, storage=tables.where)
+
+
+def test_compaction_scheduling_plan(bench, tables):
+    def run(table):
+        return lambda: build_plan(table, table.timeline(), build_config())
+    _planner_case(bench, tables, "build_plan", "planning: compaction plan (build_plan, force)",
+                  "planning_build_plan", run)
+
+
+def test_clean_planning(bench, tables):
+    def run(table):
+        return lambda: plan_clean(table, build_config())
+    _planner_case(bench, tables, "plan_clean", "planning: clean plan (plan_clean, KEEP_LATEST_COMMITS 10)",
+                  "planning_plan_clean", run)
+
+
+def _all_nothing_to_do(results) -> bool:
+    return bool(results) and all(r.status is Status.NOTHING_TO_DO for r in results)
+
+
+def test_not_due_decision(bench, tables):
+    for t in (tables.small, tables.mid, tables.big):
+        record_clean(t.table)
+    defaults, with_compaction = build_config(), build_config(conf={"hoodie.compact.inline": "true"})
+    runs = {}
+    for name, t in (("small", tables.small), ("mid", tables.mid), ("big", tables.big)):
+        n = 1 if name == "big" else 3
+        d = median_of(lambda: run_inline_services(t.table, defaults), n)
+        c = median_of(lambda: run_inline_services(t.table, with_compaction), n)
+        assert _all_nothing_to_do(d.result) and _all_nothing_to_do(c.result), (d.result, c.result)
+        runs[name] = (d, c)
+    with bench.profile("planning_inline_not_due"):
+        run_inline_services(tables.mid.table, with_compaction)
+    b = tables.big
+    (d, c), (ds, cs), (dm, cm) = runs["big"], runs["small"], runs["mid"]
+    common = (f"rows = timeline files; {b.label} on {tables.where}, a clean recorded at the current earliest commit "
+              f"to retain (so no clean is due) and 2 delta commits since the last compaction (so none is due); "
+              f"baseline = the same call on {tables.small.label}")
+    bench.record("inline services: not-due decision (defaults: clean.automatic)", rows=b.timeline_files,
+                 bytes=b.timeline_bytes, ours=d, baseline=BASELINE, theirs=ds, target="<= 50 ms",
+                 met=d.seconds <= 0.05, notes=common + f"; {tables.mid.label}: {dm.seconds * 1000:.0f} ms",
+                 reasons=[r.reason for r in d.result], mid_s=round(dm.seconds, 4), storage=tables.where)
+    bench.record("inline services: not-due decision (+ compact.inline)", rows=b.timeline_files,
+                 bytes=b.timeline_bytes, ours=c, baseline=BASELINE, theirs=cs, target="<= 50 ms",
+                 met=c.seconds <= 0.05, notes=common + f"; {tables.mid.label}: {cm.seconds * 1000:.0f} ms",
+                 reasons=[r.reason for r in c.result], mid_s=round(cm.seconds, 4), storage=tables.where)
+
+
+def test_compaction_trigger_check(bench, tables):
+    cfg = build_config()
+    out = {}
+    for name, t in (("small", tables.small), ("mid", tables.mid), ("big", tables.big)):
+        timeline = t.table.timeline()
+        load = median_of(t.table.timeline, 1 if name == "big" else 3)
+        due = median_of(lambda: compaction_due(timeline, cfg, t.table.clock), 5)
+        assert due.result[0] is False, due.result
+        out[name] = (due, load)
+    b = tables.big
+    (due, load), (due_s, load_s) = out["big"], out["small"]
+    bench.record("trigger: compaction_due (timeline loaded)", rows=b.timeline_files, bytes=b.timeline_bytes,
+                 ours=due, baseline=BASELINE, theirs=due_s, target="<= 50 ms", met=due.seconds <= 0.05,
+                 notes=(f"rows = timeline files; the NUM_COMMITS trigger on an already-loaded timeline of {b.label} "
+                        f"({due.seconds * 1000:.1f} ms; {due_s.seconds * 1000:.2f} ms at 100 instants); loading it "
+                        f"(Timeline.load, {b.timeline_files:,} files) takes {load.seconds * 1000:.0f} ms "
+                        f"({load_s.seconds * 1000:.1f} ms at 100 instants)"),
+                 reason=due.result[1], tablesvc_ms=round(due.seconds * 1000, 3),
+                 baseline_ms=round(due_s.seconds * 1000, 3), timeline_load_s=round(load.seconds, 4),
+                 baseline_timeline_load_s=round(load_s.seconds, 4), mid_s=round(out["mid"][0].seconds, 5),
+                 storage=tables.where)
+
+
+def _transitions(table: Table, reps: int) -> tuple[list[float], list[float]]:
+    """(start seconds, complete seconds) of ``reps`` delta commits: requested -> inflight -> completed."""
+    w = table.timeline_writer
+    payload = encode_commit_metadata(CommitMetadata({}, False, {"schema": SCHEMA}, "UPSERT"), table.config.layout)
+    starts, completes = [], []
+    for _ in range(reps):
+        requested = w.request(Action.DELTA_COMMIT)
+        t0 = time.perf_counter()
+        inflight = w.start(requested)
+        t1 = time.perf_counter()
+        w.complete(inflight, payload)
+        t2 = time.perf_counter()
+        starts.append(t1 - t0)
+        completes.append(t2 - t1)
+    return starts, completes
+
+
+def test_state_transition(bench, tables):
+    res = {}
+    for name, t, reps in (("small", tables.small, 5), ("disk", tables.on_disk, 5), ("mid", tables.mid, 3),
+                          ("big", tables.big, 2)):
+        with_peak = measure(lambda: _transitions(t.table, reps))
+        starts, completes = with_peak.result
+        res[name] = (Measurement(statistics.median(starts + completes), with_peak.peak_rss_mb),
+                     statistics.median(starts), statistics.median(completes))
+    with bench.profile("planning_transition"):
+        _transitions(tables.mid.table, 1)
+    b = tables.big
+    (ours, s, c), (theirs, _, _), (disk, ds, dc) = res["big"], res["small"], res["disk"]
+    bench.record("timeline: one state transition (start / complete)", rows=b.timeline_files,
+                 bytes=b.timeline_bytes, ours=ours, baseline=BASELINE, theirs=theirs, target="<= 1 ms",
+                 met=ours.seconds <= 0.001,
+                 notes=(f"rows = timeline files; median {ours.seconds * 1000:.1f} ms ({theirs.seconds * 1000:.2f} ms "
+                        f"at 100 instants) of requested->inflight and inflight->completed (under the table lock) on "
+                        f"{b.label} ({tables.where}); on a disk (fsync) with 100 instants: start {ds * 1000:.1f} ms, "
+                        f"complete {dc * 1000:.1f} ms"),
+                 tablesvc_ms=round(ours.seconds * 1000, 3), baseline_ms=round(theirs.seconds * 1000, 3),
+                 start_s=round(s, 4), complete_s=round(c, 4), disk_small_start_s=round(ds, 4),
+                 disk_small_complete_s=round(dc, 4), mid_s=round(res["mid"][0].seconds, 4), storage=tables.where)
