@@ -72,6 +72,17 @@ def write_without_spark(table: Table, batch: pa.Table, operation: str, *, stage:
     return t, stats
 
 
+def apply_to_model(model: dict, batch: pa.Table, operation: str, value=lambda r: r["ts"],
+                   ts_of=lambda v: v) -> None:
+    """What a completed write does to an independent model of the table: deletes drop keys,
+    other rows win when their ``ts`` is not lower than the stored one (event-time ordering)."""
+    for r in batch.to_pylist():
+        if operation == "delete":
+            model.pop(r["uuid"], None)
+        elif r["uuid"] not in model or r["ts"] >= ts_of(model[r["uuid"]]):
+            model[r["uuid"]] = value(r)
+
+
 def update_five_records(table: Table, file_slice, fare: float) -> str:
     """A delta commit updating the first five records of ``file_slice`` (``fare`` set, ``ts`` + 10):
     one new log block in its file group.  For tables with the sample schema (``fare``, ``ts``)."""

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import fastavro
@@ -20,14 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import data_files, wait_for
-from table_builders import write_without_spark
+from table_builders import apply_to_model, write_without_spark
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.cli import cmd_rollback
 from tablesvc.cli.main import common_options
 from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
 from tablesvc.fsview.names import BaseFileName, LogFileName
-from tablesvc.logformat import HeaderKey, avro_data_block, block_records, encode_block, read_log_file
+from tablesvc.logformat import avro_data_block, block_records, encode_block, read_log_file
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.services import Status
 from tablesvc.services.rollback import eager_rollback, plan_rollback, rollback, rollback_failed
@@ -102,11 +101,7 @@ class Writer:
         self.stage += 1
         t, _stats = write_without_spark(self.table, batch, operation, stage=self.stage, complete=complete)
         if complete:
-            for r in batch.to_pylist():
-                if operation == "delete":
-                    self.model.pop(r["uuid"], None)
-                elif r["uuid"] not in self.model or r["ts"] >= self.model[r["uuid"]]:
-                    self.model[r["uuid"]] = r["ts"]
+            apply_to_model(self.model, batch, operation)
         return t
 
     def expire(self) -> None:

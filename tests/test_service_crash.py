@@ -39,7 +39,7 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from helpers import data_files
-from table_builders import compact_by_hand, write_without_spark
+from table_builders import apply_to_model, compact_by_hand, write_without_spark
 from tablesvc.config import load_config
 from tablesvc.errors import ConflictError
 from tablesvc.fsview.names import LogFileName
@@ -91,11 +91,7 @@ class Builder:
         self.stage += 1
         t, _stats = write_without_spark(self.table, batch, operation, stage=self.stage, complete=complete)
         if complete:
-            for r in batch.to_pylist():
-                if operation == "delete":
-                    self.model.pop(r["uuid"], None)
-                elif r["uuid"] not in self.model or r["ts"] >= self.model[r["uuid"]][0]:
-                    self.model[r["uuid"]] = (r["ts"], r["city"])
+            apply_to_model(self.model, batch, operation, value=lambda r: (r["ts"], r["city"]), ts_of=lambda v: v[0])
         return t
 
     def compact(self) -> str:

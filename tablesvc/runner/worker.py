@@ -106,7 +106,7 @@ class Runner:
                 return
             try:
                 self._poll_table(path)
-            except TablesvcError as e:  # a table that cannot be serviced must not stop the others
+            except (TablesvcError, OSError) as e:  # one table (or a storage hiccup) must not stop the worker
                 self._say(f"{path}: {e}")
 
     # -- one table ----------------------------------------------------------------------------

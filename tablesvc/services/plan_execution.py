@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from tablesvc.errors import ConflictError
+from tablesvc.errors import ConflictError, TablesvcError, UnknownInstantError
 from tablesvc.config.values import config_value
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.write.markers import delete_markers, list_markers
@@ -62,6 +62,47 @@ def schedule_plan(table, action: Action, service: str, build: Callable[[Timeline
     metrics = outcome["metrics"]
     return ServiceResult(service, Status.SCHEDULED, requested.timestamp,
                          f"{plural(metrics['file_groups'], 'file group')} {planned}", metrics)
+
+
+def pending_plan(table, timestamp: str, action: Action, service: str, label: str) -> Instant | ServiceResult:
+    """The plan instant ``timestamp`` of ``action`` to execute, or ``NOTHING_TO_DO`` when it
+    already completed; ``UnknownInstantError`` (exit 2) when there is no such plan."""
+    timeline = table.timeline()
+    current = timeline.get(timestamp)
+    if current is None or timeline.origin_action(current) is not action:
+        raise UnknownInstantError(f"no {label} {timestamp} on the timeline of {table.base_path}")
+    if current.is_completed:
+        return ServiceResult(service, Status.NOTHING_TO_DO, timestamp, "already completed")
+    return current
+
+
+def run_plans(instant: str | None, pending: Callable[[], list[str]], schedule: Callable[[], ServiceResult],
+              execute: Callable[[str], ServiceResult]) -> list[ServiceResult]:
+    """What ``run`` means for a planned service: ``instant``'s plan; else every pending plan,
+    oldest first; else schedule one (a manual request) and execute it."""
+    if instant is not None:
+        return [execute(instant)]
+    timestamps = pending()
+    if not timestamps:
+        scheduled = schedule()
+        if scheduled.status is not Status.SCHEDULED or not scheduled.instant:
+            return [scheduled]
+        timestamps = [scheduled.instant]
+    return [execute(ts) for ts in timestamps]
+
+
+def plans_on_timeline(table, action: Action) -> Iterator[tuple[Instant, tuple]]:
+    """Every pending or completed plan of ``action``, oldest first, with its operations
+    (none when the plan cannot be read: listing must not fail on one bad file)."""
+    timeline = table.timeline()
+    for instant in timeline.instants:
+        if timeline.origin_action(instant) is not action:
+            continue
+        try:
+            ops = tuple(timeline.plan_of(table.storage, instant).operations or ())
+        except TablesvcError:
+            ops = ()
+        yield instant, ops
 
 
 def rel_path(partition: str, name: str) -> str:
@@ -243,4 +284,4 @@ def plural(n: int, word: str) -> str:
 __all__ = ["Fence", "FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
            "discard_stale_output",
            "finish_plan", "heartbeat_settings", "plural", "refuse_if_alive", "rel_path", "remove_orphans",
-           "run_file_group_tasks", "schedule_plan", "spark_session", "start_plan", "total"]
+           "pending_plan", "plans_on_timeline", "run_file_group_tasks", "run_plans", "schedule_plan", "spark_session", "start_plan", "total"]

@@ -155,7 +155,7 @@ def build_timeline(root: Path, delta_commits: int) -> Synthetic:
     for p in range(n_parts):
         os.makedirs(os.path.join(table.base_path, _partition(p)))
         _write(os.path.join(table.base_path, _partition(p), PARTITION_METAFILE),
-               f"#partition metadata\ncommitTime=0\npartitionDepth=1\n".encode())
+               "#partition metadata\ncommitTime=0\npartitionDepth=1\n".encode())
     insert_md, log_md = _stat_template(True), _stat_template(False)
     tz = resolve_timezone(table.config.timezone)
     slot = [0]
@@ -456,7 +456,7 @@ def test_state_transition(bench, tables):
     with bench.profile("planning_transition"):
         _transitions(tables.mid.table, 1)
     b = tables.big
-    (ours, s, c), (theirs, _, _), (disk, ds, dc) = res["big"], res["small"], res["disk"]
+    (ours, s, c), (theirs, _, _), (_, ds, dc) = res["big"], res["small"], res["disk"]
     bench.record("timeline: one state transition (start / complete)", rows=b.timeline_files,
                  bytes=b.timeline_bytes, ours=ours, baseline=BASELINE, theirs=theirs, target="<= 1 ms",
                  met=ours.seconds <= 0.001,

@@ -23,9 +23,7 @@ plain copy, a sample of rows between hudi-rs and the plain copy) before anything
 from __future__ import annotations
 
 import cProfile
-import io
 import os
-import pstats
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -33,14 +31,14 @@ from pathlib import Path
 
 import pytest
 
-from tablesvc.demo.spark_story import trips
-from tablesvc.table import Table, TableSpec
+from tablesvc.table import Table
+# the same data, checks and helpers as the compaction benchmark (one definition of each)
+from test_bench_compaction import (  # noqa: E402
+    DATA_COLUMNS, LOG_FORMATS, build_dataset, checksum, profile_text, sample_keys,
+)
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
 
-NUM_BUCKETS = 4
-LOG_FORMATS = ("avro", "parquet")
-DATA_COLUMNS = ("uuid", "ts", "rider", "fare", "city")
 TARGET_RATIO = 1.5
 CPUS_FOR_ESTIMATE = 2   # the fixture's local[2]
 
@@ -59,28 +57,6 @@ def timed(bench, fn):
 
 def materialise(df) -> None:
     df.write.format("noop").mode("overwrite").save()
-
-
-def updates_of(spark, rows: int):
-    """10% of the keys (tens digit 3: spread over every partition and bucket), newer ts, doubled fare range."""
-    from pyspark.sql import functions as F
-
-    return trips(spark, 0, rows, 2_000_000, fare_scale=2.0).where(F.substring("uuid", -2, 1) == "3")
-
-
-def checksum(df) -> tuple[int, int]:
-    """(rows, order-independent hash sum of the data columns), computed in Spark."""
-    from pyspark.sql import functions as F
-
-    row = df.select(F.count(F.lit(1)).alias("n"),
-                    F.sum(F.hash(*DATA_COLUMNS).cast("long")).alias("h")).collect()[0]
-    return int(row["n"]), int(row["h"] or 0)
-
-
-def sample_keys(rows: int) -> list[str]:
-    """~2,000 keys in every partition: not updated (ids 0-4 + k * step) and updated (ids 30-34 + k * step)."""
-    step = max(100, rows // 200 // 100 * 100)
-    return [f"trip-{i:07d}" for start in (0, 1, 2, 3, 4, 30, 31, 32, 33, 34) for i in range(start, rows, step)]
 
 
 def hudi_rs_read(path: str):
@@ -103,12 +79,6 @@ def plain_sample(spark, path: str, rows: int) -> list[tuple]:
 
     df = spark.read.parquet(path).where(F.col("uuid").isin(sample_keys(rows)))
     return sorted(tuple(r[c] for c in DATA_COLUMNS) for r in df.select(*DATA_COLUMNS).collect())
-
-
-def profile_text(prof: cProfile.Profile, sort: str, limit: int = 30) -> str:
-    s = io.StringIO()
-    pstats.Stats(prof, stream=s).sort_stats(sort).print_stats(limit)
-    return s.getvalue()
 
 
 def profile_one_slice(table_path: str) -> tuple[float, cProfile.Profile, dict]:
@@ -146,24 +116,13 @@ class ReadData:
 
 
 def build_read_data(spark, work: Path, rows: int) -> ReadData:
+    """The compaction benchmark's tables (base + 10% updates in avro / parquet logs), and the
+    same snapshot as plain Parquet, written by Spark (not the driver)."""
     started = time.monotonic()
-    plain_base, plain_updates = str(work / "plain_base"), str(work / "plain_updates")
-    trips(spark, 0, rows, 1_000_000).write.mode("overwrite").partitionBy("city").parquet(plain_base)
-    updates_of(spark, rows).write.mode("overwrite").partitionBy("city").parquet(plain_updates)
-    updates = spark.read.parquet(plain_updates).count()
-    seed = work / "seed"
-    Table.create(str(seed), TableSpec("bench", ("uuid",), "ts", ("city",), num_buckets=NUM_BUCKETS)) \
-        .insert(spark.read.parquet(plain_base))
-    data = ReadData(work, rows, updates, str(work / "plain_snapshot"))
-    for fmt in LOG_FORMATS:
-        path = work / f"mor_{fmt}"
-        shutil.copytree(seed, path)
-        Table.open(str(path)).upsert(spark.read.parquet(plain_updates), log_block_format=fmt)
-        data.tables[fmt] = str(path)
-    shutil.rmtree(seed)
-    shutil.rmtree(plain_base)
-    shutil.rmtree(plain_updates)
-    # The same rows and columns as plain Parquet: the snapshot, written by Spark (not the driver).
+    ds = build_dataset(spark, work, rows)
+    shutil.rmtree(ds.plain_base)
+    shutil.rmtree(ds.plain_updates)
+    data = ReadData(work, rows, ds.updates, str(work / "plain_snapshot"), dict(ds.tables))
     Table.open(data.tables[LOG_FORMATS[0]]).read(spark=spark).write.mode("overwrite").partitionBy("city") \
         .parquet(data.plain_snapshot)
     data.setup_s = round(time.monotonic() - started, 1)

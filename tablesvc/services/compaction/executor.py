@@ -27,13 +27,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
+from tablesvc.errors import ConflictError, InvalidInputError
 from tablesvc.fsview.names import BaseFileName, LogFileName
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice_with_metrics
 from tablesvc.services.compaction.planner import ACTION, check_supported, schedule_compaction
 from tablesvc.services.plan_execution import (
-    Fence, all_stats, finish_plan, plural, refuse_if_alive, rel_path, remove_orphans, run_file_group_tasks, start_plan,
-    total,
+    Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, rel_path, remove_orphans,
+    run_file_group_tasks, run_plans, start_plan, total,
 )
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.write.markers import IOType, create_marker
@@ -185,13 +185,10 @@ def _v6_conflicts(table, plan: CompactionPlan, instant: str):
 def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], config: Any,
              fence: Fence | None) -> ServiceResult:
     started = time.monotonic()
-    timeline = table.timeline()
-    current = timeline.get(instant_ts)
-    if current is None or timeline.origin_action(current) is not Action.COMPACTION:
-        raise UnknownInstantError(f"no compaction {instant_ts} on the timeline of {table.base_path}")
-    if current.is_completed:
-        return ServiceResult(ACTION, Status.NOTHING_TO_DO, instant_ts, "already completed")
-    plan: CompactionPlan = timeline.plan_of(table.storage, current)
+    current = pending_plan(table, instant_ts, Action.COMPACTION, ACTION, "compaction")
+    if isinstance(current, ServiceResult):
+        return current
+    plan: CompactionPlan = table.timeline().plan_of(table.storage, current)
     recovered = current.state is State.INFLIGHT
     if recovered:
         _recover_inflight(table, current, config, fence)
@@ -231,34 +228,17 @@ def run_compaction(table, instant: str | None = None, *, spark=None, sort_column
     (``get_spark()``), needed only when there is a plan to run."""
     check_supported(table)
     sort_columns = tuple(c.strip() for c in (sort_columns or ()) if c and c.strip())
-    if instant is not None:
-        return [_execute(table, instant, spark, sort_columns, config, fence)]
-    pending = [i.timestamp for i in table.timeline().pending_compactions()]
-    if not pending:
-        scheduled = schedule_compaction(table, config, force=True)
-        if scheduled.status is not Status.SCHEDULED:
-            return [scheduled]
-        pending = [scheduled.instant]  # type: ignore[list-item]
-    return [_execute(table, ts, spark, sort_columns, config, fence) for ts in pending]
+    return run_plans(instant, lambda: [i.timestamp for i in table.timeline().pending_compactions()],
+                     lambda: schedule_compaction(table, config, force=True),
+                     lambda ts: _execute(table, ts, spark, sort_columns, config, fence))
 
 
 def list_compactions(table) -> list[dict[str, Any]]:
     """Pending and completed compactions, oldest first, with the size of their plans."""
-    timeline = table.timeline()
-    out = []
-    for instant in timeline.instants:
-        if timeline.origin_action(instant) is not Action.COMPACTION:
-            continue
-        try:
-            plan = timeline.plan_of(table.storage, instant)
-            ops = plan.operations or ()
-        except TablesvcError:
-            ops = ()
-        out.append({"instant": instant.timestamp, "state": instant.state.value,
-                    "completion_time": instant.completion_time, "file_groups": len(ops),
-                    "log_files": sum(len(op.delta_file_paths or ()) for op in ops),
-                    "log_bytes": int(sum((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0) for op in ops))})
-    return out
+    return [{"instant": instant.timestamp, "state": instant.state.value, "completion_time": instant.completion_time,
+             "file_groups": len(ops), "log_files": sum(len(op.delta_file_paths or ()) for op in ops),
+             "log_bytes": int(sum((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0) for op in ops))}
+            for instant, ops in plans_on_timeline(table, Action.COMPACTION)]
 
 
 __all__ = ["CompactionTask", "compact_file_group", "list_compactions", "run_compaction"]

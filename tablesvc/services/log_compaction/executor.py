@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
+from tablesvc.errors import ConflictError, InvalidInputError
 from tablesvc.fsview.names import LogFileName
 from tablesvc.logformat import (
     BlockType, DeleteRecord, HeaderKey, LogBlock, avro_data_block, encode_blocks, encode_delete_records, new_header,
@@ -35,8 +35,8 @@ from tablesvc.merge.context import EVENT_TIME_ORDERING
 from tablesvc.merge.merger import LogDeletes, is_natural_delete
 from tablesvc.merge.schema import work_schema
 from tablesvc.services.plan_execution import (
-    Fence, all_stats, finish_plan, plural, refuse_if_alive, rel_path, remove_orphans, run_file_group_tasks, start_plan,
-    total,
+    Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, rel_path, remove_orphans,
+    run_file_group_tasks, run_plans, start_plan, total,
 )
 from tablesvc.services.compaction.planner import check_supported
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
@@ -255,12 +255,9 @@ def _recover_inflight(table, instant: Instant, config: Any, fence: Fence | None)
 
 def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) -> ServiceResult:
     started = time.monotonic()
-    timeline = table.timeline()
-    current = timeline.get(instant_ts)
-    if current is None or timeline.origin_action(current) is not Action.LOG_COMPACTION:
-        raise UnknownInstantError(f"no log compaction {instant_ts} on the timeline of {table.base_path}")
-    if current.is_completed:
-        return ServiceResult(ACTION, Status.NOTHING_TO_DO, instant_ts, "already completed")
+    current = pending_plan(table, instant_ts, Action.LOG_COMPACTION, ACTION, "log compaction")
+    if isinstance(current, ServiceResult):
+        return current
     recovered_from = None
     if current.state is State.INFLIGHT:
         fresh = _recover_inflight(table, current, config, fence)
@@ -306,32 +303,17 @@ def run_log_compaction(table, instant: str | None = None, *, spark=None, config:
     lowered as by ``force``) and run it.  ``spark``: a SparkSession, a function returning one,
     or None (run the tasks in this process)."""
     check_supported(table)
-    if instant is not None:
-        return [_execute(table, instant, spark, config, fence)]
-    pending = [i.timestamp for i in table.timeline().pending_log_compactions()]
-    if not pending:
-        scheduled = schedule_log_compaction(table, config, force=True)
-        if scheduled.status is not Status.SCHEDULED:
-            return [scheduled]
-        pending = [scheduled.instant]  # type: ignore[list-item]
-    return [_execute(table, ts, spark, config, fence) for ts in pending]
+    return run_plans(instant, lambda: [i.timestamp for i in table.timeline().pending_log_compactions()],
+                     lambda: schedule_log_compaction(table, config, force=True),
+                     lambda ts: _execute(table, ts, spark, config, fence))
 
 
 def list_log_compactions(table) -> list[dict[str, Any]]:
     """Pending and completed log compactions, oldest first, with the size of their plans."""
-    timeline = table.timeline()
-    out = []
-    for inst in timeline.instants:
-        if timeline.origin_action(inst) is not Action.LOG_COMPACTION:
-            continue
-        try:
-            ops = timeline.plan_of(table.storage, inst).operations or ()
-        except TablesvcError:
-            ops = ()
-        out.append({"instant": inst.timestamp, "state": inst.state.value, "completion_time": inst.completion_time,
-                    "file_groups": len(ops), "log_files": sum(len(op.delta_file_paths or ()) for op in ops),
-                    "log_blocks": int(sum((op.metrics or {}).get("TOTAL_LOG_BLOCKS", 0) for op in ops))})
-    return out
+    return [{"instant": inst.timestamp, "state": inst.state.value, "completion_time": inst.completion_time,
+             "file_groups": len(ops), "log_files": sum(len(op.delta_file_paths or ()) for op in ops),
+             "log_blocks": int(sum((op.metrics or {}).get("TOTAL_LOG_BLOCKS", 0) for op in ops))}
+            for inst, ops in plans_on_timeline(table, Action.LOG_COMPACTION)]
 
 
 __all__ = ["LogCompactionTask", "MergedLog", "compacted_blocks", "list_log_compactions", "log_compact_file_group",
