@@ -10,7 +10,7 @@ setup(
     package_data={"timeline.payloads": ["schemas/*.avsc"], "spark_conf": ["*.yaml", "*.properties"]},
     # pyspark[sql] brings pandas and numpy, which PySpark's Arrow APIs (mapInArrow,
     # applyInArrow) need; PySpark does not support pandas 3 yet.
-    install_requires=["pyspark[sql]>=3.5", "pandas>=2.2,<3", "pyarrow>=14", "fastavro>=1.9", "pyyaml>=6"],
+    install_requires=["pyspark[sql]>=3.5", "pandas>=2.2,<3", "pyarrow>=14", "numpy>=1.24", "fastavro>=1.9", "pyyaml>=6"],
     # bench: the baselines of `make bench` (tests/benchmarks); deltalake (delta-rs) for the upsert
     # case's MERGE.  Not needed by `make test`.
     extras_require={"test": ["pytest>=7", "hudi==0.5.0"], "bench": ["deltalake==1.6.6"]},

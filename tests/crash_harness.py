@@ -40,9 +40,9 @@ SERVICE
 
 The config is the table's own (``.hoodie/tablesvc.yaml``), as the CLI reads it.
 
-The kill: a process that leads its own process group (the tests start it with
-``start_new_session=True``) kills the whole group with ``killpg``, so Spark's JVM and Python
-workers die with the driver, as under ``kill -9 -PGID``.  Otherwise it kills only itself.
+The kill: the process stops and kills every process below it (Spark's JVM, and its Python
+workers, whose daemon sits in a process group of its own), then itself, as a machine crash
+would (``helpers.kill_tree``).
 
 ``--fork`` runs every point of one service cheaply: the harness imports everything once, then
 for each point copies TEMPLATE to ``WORKDIR/<n>/<name>`` and forks a child that runs the
@@ -59,7 +59,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -74,10 +73,11 @@ SERVICES = ("clean", "rollback", "logcompaction", "compaction")
 
 
 def die() -> None:
-    """SIGKILL: the whole process group when this process leads it, else this process."""
-    if os.getpgrp() == os.getpid():
-        os.killpg(os.getpid(), signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
+    """SIGKILL this process and everything below it (Spark's JVM and its Python workers, which
+    sit in a process group of their own), as a machine crash would."""
+    from helpers import kill_tree
+
+    kill_tree(os.getpid())
 
 
 class KillingStorage:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from timeline.payloads import CommitMetadata, CompactionOperation, CompactionPla
     encode_compaction_plan
 
 from conftest import TABLES_DIR, copy_table, requires_fixtures
+from helpers import kill_tree
 
 REPO = Path(__file__).resolve().parent.parent
 CITIES = ("chennai", "san_francisco", "sao_paulo")
@@ -469,7 +469,7 @@ def test_kill_9_during_run_then_the_same_plan_is_rolled_back_and_rerun(tmp_path,
             assert time.monotonic() < deadline, "timed out waiting for the compaction to start"
             time.sleep(0.01)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)
         proc.wait()
     timeline = table.timeline()
     assert timeline.require(compaction).state is State.INFLIGHT
@@ -484,3 +484,126 @@ def test_kill_9_during_run_then_the_same_plan_is_rolled_back_and_rerun(tmp_path,
     assert len(_files_named_with(table.base_path, compaction)) == len(table.latest_file_slices())
     assert latest_log_files(table) == []
     assert our_rows(table, spark) == before == hudi_rows(table.base_path)
+
+
+# -- write stats: counted by the merge, checked against an independent count -------------------------------
+STATS_SCHEMA = json.dumps({"type": "record", "name": "stats_record", "namespace": "hoodie.stats", "fields": [
+    {"name": "uuid", "type": ["string", "null"]}, {"name": "ts", "type": ["long", "null"]},
+    {"name": "fare", "type": ["double", "null"]}]})
+
+
+def _write_commit(table: Table, rows: list[tuple], operation: str, stage: int) -> None:
+    """One delta commit into the table's one file group, with the write path's pieces (no Spark)."""
+    from tablesvc.write import (
+        FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, delete_markers, write_file_group,
+    )
+
+    cfg = table.config
+    batch = pa.table({"uuid": [r[0] for r in rows], "ts": [r[1] for r in rows], "fare": [r[2] for r in rows]},
+                     schema=pa.schema([("uuid", pa.string()), ("ts", pa.int64()), ("fare", pa.float64())]))
+    existing = table.latest_file_slices()
+    w = table.timeline_writer
+    inflight = w.start(w.request(Action.DELTA_COMMIT))
+    ctx = WriteContext(table.base_path, cfg.name, cfg.version, inflight.timestamp, STATS_SCHEMA, "ts",
+                       operation=operation, stage_id=stage)
+    target = FileGroupTarget.from_slice(existing[0]) if existing else FileGroupTarget.new("", bucket_file_id(0))
+    stats = write_file_group(table.storage, ctx, target, add_key_columns(batch, KeySpec.from_config(cfg)), 0, 0)
+    md = CommitMetadata({"": tuple(stats)}, False, {"schema": STATS_SCHEMA}, operation.upper())
+    w.complete(inflight, encode_commit_metadata(md, cfg.layout))
+    delete_markers(table.storage, table.base_path, inflight.timestamp)
+
+
+def _varied_slice(tmp_path, mode) -> Table:
+    """A base file and four log commits: updates (some with lower ordering values), inserts, natural
+    deletes of base keys, of updated keys and of log-only keys, then re-inserts of deleted keys."""
+    from tablesvc.table import MergeMode
+
+    Table.create(str(tmp_path / "stats"), TableSpec("stats", ("uuid",), "ts", (), table_version=8, num_buckets=1,
+                                                    merge_mode=MergeMode(mode)))
+    table = Table.open(str(tmp_path / "stats"))
+    key = "k{:04d}".format
+    _write_commit(table, [(key(i), 100, i * 1.0) for i in range(400)], "insert", 1)
+    _write_commit(table, [(key(i), 200, 1.5) for i in range(80)] + [(key(i), 50, 2.5) for i in range(80, 100)]
+                  + [(key(i), 200, 3.5) for i in range(400, 450)], "upsert", 2)
+    _write_commit(table, [(key(i), 0, 0.0) for i in [*range(60, 70), *range(100, 120), *range(440, 450)]],
+                  "delete", 3)
+    _write_commit(table, [(key(i), 300, 4.5) for i in [*range(100, 105), *range(440, 445), *range(0, 10)]],
+                  "upsert", 4)
+    return table
+
+
+def _seqno_by_key(path: str) -> dict[str, str]:
+    rows = pq.read_table(path, columns=["_hoodie_record_key", "_hoodie_commit_seqno"]).to_pylist()
+    out = {r["_hoodie_record_key"]: r["_hoodie_commit_seqno"] for r in rows}
+    assert len(out) == len(rows), "keys must be unique in a base file"
+    return out
+
+
+@pytest.mark.parametrize("mode", ["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"])
+def test_write_stats_counted_by_the_merge_equal_an_independent_count(tmp_path, monkeypatch, mode):
+    """The merge's counts (no re-reading of the base file) against the output compared key by key
+    with the old base file: inserts = new keys, updates = base keys whose record changed,
+    deletes = base keys gone; merged in small batches and written in several row groups."""
+    from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+    from tablesvc.merge import slice_reader
+    from tablesvc.services.compaction import executor
+
+    monkeypatch.setattr(slice_reader, "MERGE_BATCH_ROWS", 37)
+    monkeypatch.setattr(slice_reader, "KEY_CHUNK_ROWS", 50)
+    monkeypatch.setattr(slice_reader, "LOOKUP_CHUNK_FACTOR", 1)
+    monkeypatch.setattr(executor, "ROW_GROUP_ROWS", 64)
+    table = _varied_slice(tmp_path, mode)
+    (s,) = table.latest_file_slices()
+    assert len(s.log_files) == 3
+    instant = table.instant_times.next(after=table.timeline().max_time())
+    ctx = ReadContext.for_table(table, as_of=instant)
+    task = CompactionTask(instant, s.partition, s.file_id, s.base_instant, s.base_file.file_name,
+                          tuple(lf.file_name for lf in s.log_files), sum(lf.size for lf in s.log_files),
+                          ctx.table_schema_json, table.config.version)
+    expected_rows = read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)
+    stat = compact_file_group(table.storage, ctx, task, "0-0-0")
+
+    written = os.path.join(table.base_path, stat.path)
+    assert pq.ParquetFile(written).num_row_groups > 1
+    got = pq.read_table(written)
+    assert got.drop_columns(["_hoodie_file_name"]).to_pylist() == \
+        expected_rows.drop_columns(["_hoodie_file_name"]).to_pylist()        # the reader's rows, in its order
+    assert set(got.column("_hoodie_file_name").to_pylist()) == {os.path.basename(stat.path)}
+    before, after = _seqno_by_key(s.base_file.path), _seqno_by_key(written)
+    inserts = len(after.keys() - before.keys())
+    updates = sum(1 for k in after.keys() & before.keys() if after[k] != before[k])
+    deletes = len(before.keys() - after.keys())
+    assert (stat.num_inserts, stat.num_update_writes, stat.num_deletes) == (inserts, updates, deletes)
+    assert stat.num_writes == got.num_rows == len(before) + inserts - deletes
+    assert stat.total_updated_records_compacted == updates
+    assert stat.file_size_in_bytes == stat.total_write_bytes == os.path.getsize(written)
+    # the slice exercises every case: new keys, replaced and kept base rows, deleted ones
+    assert inserts and updates and deletes
+    if mode == "EVENT_TIME_ORDERING":   # the lower-ts updates of keys 80..99 lose to their base rows
+        assert updates == 80 - 10 + 5 and deletes == 10 + 20 - 5
+    else:
+        assert updates == 100 - 10 + 5 and deletes == 10 + 20 - 5
+    assert inserts == 50 - 10 + 5
+
+
+def test_streamed_create_is_atomic_and_exclusive(tmp_path):
+    from tablesvc.storage import LocalStorage
+
+    storage = LocalStorage()
+    path = str(tmp_path / "part" / "file.parquet")
+    assert storage.write_new_from(path, lambda f: (f.write(b"abc"), f.write(b"def"))) == 6
+    assert Path(path).read_bytes() == b"abcdef"
+    with pytest.raises(FileExistsError):
+        storage.write_new_from(path, lambda f: f.write(b"other"))
+    assert Path(path).read_bytes() == b"abcdef"
+
+    def fails(f):
+        f.write(b"half")
+        raise RuntimeError("merge failed")
+
+    with pytest.raises(RuntimeError, match="merge failed"):
+        storage.write_new_from(str(tmp_path / "part" / "second.parquet"), fails)
+    assert sorted(p.name for p in (tmp_path / "part").iterdir()) == ["file.parquet"]    # no temp file left
+    with storage.open_read(path) as f:
+        f.seek(3)
+        assert f.read() == b"def"

@@ -141,3 +141,72 @@ def test_table_schema_comes_from_the_latest_completed_write():
     empty = Table.open(str(TABLES_DIR / "v6_empty"))  # no commit yet: the create schema
     assert empty.timeline().latest_schema(empty.storage) is None
     assert json.loads(empty.schema())["name"] == "v6_empty_record"
+
+
+def _name_outcome(parse, name):
+    try:
+        return parse(name)
+    except FileNameError:
+        return "refused"
+
+
+def _base_by_the_rules(name):
+    stem, dot, ext = name.rpartition(".")
+    parts = stem.split("_") if dot else []
+    if len(parts) != 3 or name.startswith("."):
+        raise FileNameError(name)
+    return BaseFileName(parts[0], parts[1], parts[2], ext)
+
+
+def _log_by_the_rules(name):
+    import re
+
+    m = re.match(r"^\.(?P<fid>[^_]+)_(?P<instant>[^_]*)\.(?P<ext>log|archive)\.(?P<version>\d+)"
+                 r"(?:_(?P<token>\d+-\d+-\d+))?(?P<cdc>\.cdc)?$", name)
+    if not m or not m.group("token"):
+        raise FileNameError(name)
+    return LogFileName(m["fid"], m["instant"], int(m["version"]), m["token"], m["ext"], bool(m["cdc"]))
+
+
+def test_fast_file_name_parsing_agrees_with_the_rules():
+    """The view parses one name per data file (100k at the issue #6 scale) with one strict match;
+    on every shape, good or bad, the outcome is the dataclass's own verdict."""
+    t = "20250101000000123"
+    fids = ["abc-1", "ab_c", "a.b", "", "a\n", "d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0"]
+    tokens = ["0-1-0", "1", "0-1-0.x", "", "a-b-c", "0-1-0\n"]
+    instants = [t, t[:14], t[:15], f"x{t}", f"{t}\n"]
+    for fid in fids:
+        for token in tokens:
+            for instant in instants:
+                for ext in ("parquet", "", "orc", "par.quet"):
+                    name = f"{fid}_{token}_{instant}.{ext}"
+                    assert _name_outcome(BaseFileName.parse, name) == _name_outcome(_base_by_the_rules, name), name
+                for ext in ("log", "archive", "logx"):
+                    for version in ("1", "0", "01", "10", ""):
+                        for cdc in ("", ".cdc", ".x"):
+                            for name in (f".{fid}_{instant}.{ext}.{version}_{token}{cdc}",
+                                         f".{fid}_{instant}.{ext}.{version}{cdc}"):
+                                assert _name_outcome(LogFileName.parse, name) == \
+                                    _name_outcome(_log_by_the_rules, name), name
+
+
+@requires_fixtures
+@pytest.mark.parametrize("name", ["v6_trips_8i1u", "v8_trips_8i3u1d", "v6_complexkeygen_hivestyle"])
+def test_a_view_without_sizes_has_the_same_slices(name):
+    """The clean planner builds the view from names only (no stat per data file)."""
+    from tablesvc.fsview import FileSystemView
+
+    table = Table.open(str(TABLES_DIR / name))
+    timeline = table.timeline()
+    with_sizes = FileSystemView.build(table.storage, table.base_path, table.config, timeline)
+    names_only = FileSystemView.build(table.storage, table.base_path, table.config, timeline, sizes=False)
+
+    def shape(view, keep_size):
+        return [(g.partition, g.file_id, [(s.base_instant, s.base_file and (s.base_file.name, s.base_file.path),
+                                            [(lf.name, lf.path, lf.size if keep_size else None) for lf in s.log_files])
+                                           for s in g.slices]) for g in view.groups]
+
+    assert shape(names_only, True) == shape(with_sizes, False)
+    assert all(lf.size is None for g in names_only.groups for s in g.slices for lf in s.log_files)
+    assert all(lf.size is not None and lf.size > 0 for g in with_sizes.groups for s in g.slices for lf in s.log_files)
+    assert names_only.partitions == with_sizes.partitions

@@ -13,6 +13,7 @@ from tablesvc.services.inline import run_inline_services
 from tablesvc.services.result import Status
 from tablesvc.table import Table, TableSpec
 from timeline.instant import Action
+from helpers import ListingCounter
 
 pytestmark = pytest.mark.spark
 
@@ -94,3 +95,104 @@ def test_inline_log_compaction_through_spark(tmp_path, spark, version):
     timeline = table.timeline()
     assert any(timeline.origin_action(i) is Action.LOG_COMPACTION for i in timeline.completed(Action.DELTA_COMMIT))
     assert sorted((r["uuid"], r["ts"]) for r in table.read(spark=spark).collect()) == sorted(model.items())
+
+
+# -- the not-due decision on a long timeline (issue #6), without Spark --------------------------------
+@pytest.mark.parametrize("version", [6, 8])
+def test_nothing_due_is_decided_from_one_timeline_load_without_listing_partitions(tmp_path, version):
+    """Compaction not due and the earliest commit to retain unchanged since the last clean: one load
+    of the timeline answers both (it was loaded three times), no partition folder is listed, and the
+    answer is the one run_clean gives."""
+    from table_builders import update_five_records
+    from tablesvc.demo.sample_table import build_sample_table
+    from tablesvc.services.clean import run_clean
+
+    table = build_sample_table(str(tmp_path / "t"), table_version=version).table
+    update_five_records(table, table.latest_file_slices()[0], 1.5)
+    retain_one = {"hoodie.cleaner.commits.retained": "1"}
+    assert run_clean(table, build_config(conf=retain_one))[-1].status is Status.DONE
+    timeline_dir = f"{table.base_path}/{table.config.layout.timeline_dir}"
+    for extra in ({}, {"hoodie.compact.inline": "true"}, {"hoodie.compact.schedule.inline": "true"}):
+        config = build_config(conf={**retain_one, **extra})
+        counted = Table.open(table.base_path, storage=ListingCounter())
+        results = run_inline_services(counted, config)
+        assert [r.status for r in results] == [Status.NOTHING_TO_DO] * (2 if extra else 1), results
+        assert counted.storage.listed.count(timeline_dir) == 1, counted.storage.listed
+        partitions = {f"{table.base_path}/{p}" for p in table.file_system_view().partitions}
+        assert not partitions & set(counted.storage.listed)
+        assert results[-1] == run_clean(Table.open(table.base_path), config)[-1]
+        assert "earliest commit to retain is still" in results[-1].reason
+
+
+def test_a_due_clean_still_runs_inline(tmp_path):
+    from table_builders import update_five_records
+    from tablesvc.demo.sample_table import build_sample_table
+
+    table = build_sample_table(str(tmp_path / "t"), table_version=8).table
+    config = build_config(conf={"hoodie.cleaner.commits.retained": "1"})
+    first = run_inline_services(table, config)
+    update_five_records(table, table.latest_file_slices()[0], 2.5)
+    second = run_inline_services(table, config)
+    assert [r.status for r in first + second].count(Status.DONE) >= 1
+    assert table.timeline().completed(Action.CLEAN)
+
+
+def _ectr_by_definition(timeline, cfg, now_ms, tz):
+    """The earliest commit to retain as the clean planner defined it before issue #6 (whole lists)."""
+    from tablesvc.config.registry import CleanerPolicy
+    from timeline.active import WRITE_ACTIONS
+    from timeline.instant_time import format_instant
+
+    completed = timeline.completed_writes()
+    if cfg.policy is CleanerPolicy.KEEP_LATEST_COMMITS:
+        ectr = completed[len(completed) - cfg.commits_retained] if len(completed) > cfg.commits_retained else None
+    elif cfg.policy is CleanerPolicy.KEEP_LATEST_BY_HOURS:
+        cutoff = format_instant(now_ms - int(cfg.hours_retained * 3_600_000), tz)
+        later = [i for i in completed if i.timestamp >= cutoff]
+        if not later:
+            ectr = completed[-1] if completed else None
+        else:
+            ectr = later[0] if later[0] is not completed[0] else None
+    else:
+        return None
+    pending = timeline.pending(*WRITE_ACTIONS, Action.COMPACTION, Action.LOG_COMPACTION)
+    if ectr is not None and pending and pending[0].timestamp < ectr.timestamp:
+        earlier = [i for i in completed if i.timestamp < pending[0].timestamp]
+        ectr = earlier[-1] if earlier else None
+    return ectr
+
+
+def test_the_earliest_commit_to_retain_keeps_its_definition():
+    """The planner now looks at the recent end of the timeline (or bisects to the hours window);
+    on random timelines it picks what the whole-list definition picks."""
+    import random
+    from datetime import timezone
+
+    from tablesvc.config.registry import CleanerPolicy
+    from tablesvc.services.clean.planner import CleanConfig, _earliest_commit_to_retain
+    from timeline.active import Timeline
+    from timeline.instant import Instant, State, TimelineLayout
+    from timeline.instant_time import format_instant
+
+    rng = random.Random(11)
+    start_ms = 1_735_689_600_000
+    for _ in range(300):
+        files = []
+        for k in range(rng.randrange(0, 40)):
+            ts = format_instant(start_ms + k * 600_000)
+            action = rng.choice([Action.DELTA_COMMIT, Action.DELTA_COMMIT, Action.COMPACTION, Action.CLEAN,
+                                 Action.LOG_COMPACTION, Action.REPLACE_COMMIT, Action.ROLLBACK])
+            state = rng.choice([State.COMPLETED] * 4 + [State.REQUESTED, State.INFLIGHT])
+            files.append(Instant(ts, action, State.REQUESTED))
+            if state is not State.REQUESTED:
+                files.append(Instant(ts, action, State.INFLIGHT))
+            if state is State.COMPLETED:
+                done = format_instant(start_ms + k * 600_000 + 5)
+                files.append(Instant(ts, action.completed_action, State.COMPLETED, done))
+        timeline = Timeline("/t", TimelineLayout.V2, tuple(sorted(files, key=lambda i: (i.sort_key, i.action.value))))
+        now = start_ms + rng.randrange(0, 40 * 600_000)
+        for cfg in (CleanConfig(CleanerPolicy.KEEP_LATEST_COMMITS, rng.randrange(1, 8), 3, 24, True),
+                    CleanConfig(CleanerPolicy.KEEP_LATEST_BY_HOURS, 10, 3, rng.choice([0, 0.5, 1, 3, 24]), True),
+                    CleanConfig(CleanerPolicy.KEEP_LATEST_FILE_VERSIONS, 10, 3, 24, True)):
+            assert _earliest_commit_to_retain(timeline, cfg, now, timezone.utc) == \
+                _ectr_by_definition(timeline, cfg, now, timezone.utc), (cfg, [str(f) for f in files])

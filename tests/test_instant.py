@@ -78,3 +78,41 @@ def test_completed_action_and_with_state():
     assert done.action is Action.COMMIT and done.file_name() == "20250331030642808_20250331030643000.commit"
     assert Action.LOG_COMPACTION.completed_action is Action.DELTA_COMMIT
     assert Action.CLUSTERING.completed_action is Action.REPLACE_COMMIT
+
+
+def _outcome(parse, name, layout):
+    try:
+        return parse(name, layout)
+    except InvalidInstantError as e:
+        return ("error", str(e))
+
+
+def test_the_fast_parse_agrees_with_the_rule_by_rule_parser_on_every_shape():
+    """Instant.parse answers well-formed names from one pattern match (issue #6: a long timeline
+    is tens of thousands of names); every name, well-formed or not, must get what the reference
+    parser (``_parse_checked``, every rule one by one) gives: the same instant or the same error."""
+    t, c = "20250101000000123", "20250101000000456"
+    heads = [t, f"{t}_{c}", t[:14], f"{t[:14]}_{c[:14]}", f"{t}_", t[:-1], f"x{t}", f"{t}_{c}_{c}", f"{t}_{c[:13]}"]
+    actions = [a.value for a in Action] + ["inflight", "requested", "bogus", "Commit", ""]
+    tails = ["", ".requested", ".inflight", ".completed", ".requested.x", "."]
+    checked = 0
+    for head in heads:
+        for action in actions:
+            for tail in tails:
+                name = f"{head}.{action}{tail}"
+                for layout in (None, TimelineLayout.V1, TimelineLayout.V2):
+                    want = _outcome(Instant._parse_checked, name, layout)
+                    assert _outcome(Instant.parse, name, layout) == want, (name, layout)
+                    if isinstance(want, Instant):
+                        assert want.file_name() == name and want == Instant(
+                            want.timestamp, want.action, want.state, want.completion_time)
+                        checked += 1
+    assert checked > 100
+
+
+def test_parsed_instants_are_shared_and_errors_are_raised_every_time():
+    name = "20251220210129235_20251220210129883.commit"
+    assert Instant.parse(name, TimelineLayout.V2) is Instant.parse(name, TimelineLayout.V2)
+    for _ in range(2):
+        with pytest.raises(InvalidInstantError, match="lacks the completion time"):
+            Instant.parse("20251220210129235.commit", TimelineLayout.V2)

@@ -8,7 +8,6 @@ import hashlib
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import data_files, wait_for
+from helpers import data_files, kill_tree, wait_for
 from table_builders import apply_to_model, write_without_spark
 from hudi import HudiReadOptions, HudiTableBuilder
 
@@ -643,7 +642,7 @@ def _kill_write_mid_way(table_path: Path, input_path: Path, before: set[str]) ->
                                          None))
         wait_for(lambda: data_files(table_path) - before)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)
         proc.wait()
     return instant
 

@@ -18,7 +18,7 @@ from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.config import build_config
 from tablesvc.table import Table, TableSpec
-from helpers import wait_for
+from helpers import kill_tree, wait_for
 from runner_writer import batch, model
 
 pytestmark = pytest.mark.spark
@@ -88,7 +88,7 @@ def nothing_pending(table: Path) -> bool:
 
 
 def stop(proc: subprocess.Popen, sig=signal.SIGTERM, timeout=60) -> int:
-    os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+    kill_tree(proc.pid) if sig == signal.SIGKILL else proc.send_signal(sig)
     return proc.wait(timeout=timeout)
 
 
@@ -122,7 +122,7 @@ def test_kill_9_of_the_job_holder_then_the_other_runner_takes_over(tmp_path, spa
     finally:
         for p in (*runners.values(), writer):
             if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
+                kill_tree(p.pid)
     text = out(tmp_path, survivor)
     assert f"compaction-{instant}: taken over from" in text, text
     stats = dict(kv.split("=", 1) for kv in text.split("runner stopped: ", 1)[1].split("\n", 1)[0].split(", ")
@@ -152,8 +152,7 @@ def test_a_stalled_worker_that_lost_its_lease_is_refused_when_it_wakes_up(tmp_pa
     finally:
         for p in (a, b):
             if p is not None and p.poll() is None:
-                os.killpg(p.pid, signal.SIGCONT)
-                os.killpg(p.pid, signal.SIGKILL)
+                kill_tree(p.pid)
     assert f"compaction-{instant}: taken over from" in out(tmp_path, "b")
     expected = model(2)
     assert hudi_model(table) == expected == our_model(spark, table)

@@ -21,6 +21,7 @@ from timeline.instant import Action, Instant, State, TimelineLayout
 from timeline.instant_time import InstantTimeGenerator
 from timeline.lock import TableLock
 from timeline.transitions import TimelineWriter
+from helpers import ListingCounter
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -201,3 +202,129 @@ def test_kill_9_during_writes_never_leaves_a_partial_instant_file(tmp_path):
         assert hashlib.sha256(data[64:]).hexdigest().encode() == data[:64], f"{n} is partial"
     # The loader ignores leftover hidden temp files.
     Timeline.load(LocalStorage(), str(tmp_path), TimelineLayout.V1)
+
+
+# -- cost on a long timeline (issue #6): what each step reads, and the snapshot it keeps --------------
+def counting_writer(tmp_path: Path, layout: TimelineLayout) -> tuple[TimelineWriter, ListingCounter]:
+    storage, clock, base = ListingCounter(), ManualClock(1_743_390_402_808), str(tmp_path)
+    os.makedirs(tmp_path / layout.timeline_dir, exist_ok=True)
+    return TimelineWriter(storage, base, layout, InstantTimeGenerator(clock),
+                          lambda: TableLock(storage, base, clock, wait_ms=0)), storage
+
+
+@pytest.mark.parametrize("layout", list(TimelineLayout))
+def test_start_and_a_layout_1_completion_read_names_not_the_folder(tmp_path, layout):
+    """start() asks for the few names of its timestamp; so does complete() in layout 1.  Layout 2's
+    complete() lists once: another process's completion file has an unknown name (its completion
+    time) and the new completion time must exceed every time on the timeline."""
+    w, storage = counting_writer(tmp_path, layout)
+    for action in (Action.DELTA_COMMIT, Action.COMPACTION, Action.CLEAN, Action.COMMIT):
+        requested = w.request(action)
+        storage.listed.clear()
+        inflight = w.start(requested)
+        assert storage.listed == []
+        done = w.complete(inflight, b"{}")
+        assert len(storage.listed) == (0 if layout is TimelineLayout.V1 else 1)
+        assert w.load().require(requested.timestamp) == done
+
+
+@pytest.mark.parametrize("layout", list(TimelineLayout))
+def test_a_completion_by_another_writer_is_seen_under_the_lock(tmp_path, layout):
+    """Two processes finishing the same instant (two clean runs finishing one pending clean): the
+    second is refused, though its own writer never saw the first one's completion file."""
+    mine, _ = counting_writer(tmp_path, layout)
+    theirs = make_writer(tmp_path, layout, ManualClock(1_743_390_500_000))   # a clock ahead of mine
+    inflight = mine.start(mine.request(Action.CLEAN))
+    done = theirs.complete(inflight, b"theirs")
+    with pytest.raises(IllegalTransitionError, match="completed -> completed"):
+        mine.complete(inflight, b"mine")
+    later = mine.complete(mine.start(mine.request(Action.DELTA_COMMIT)), b"")
+    if layout is TimelineLayout.V2:   # times stay above every time the other writer made
+        assert later.timestamp > done.completion_time and later.completion_time > later.timestamp
+
+
+@pytest.mark.parametrize("layout", list(TimelineLayout))
+def test_start_refuses_exactly_what_a_full_check_refuses(tmp_path, layout):
+    w = make_writer(tmp_path, layout)
+    inflight = w.start(w.request(Action.DELTA_COMMIT))
+    with pytest.raises(IllegalTransitionError, match="inflight -> inflight"):
+        w.start(inflight)
+    done = w.complete(inflight, b"")
+    with pytest.raises(InstantExistsError):   # completed -> inflight is legal (a rollback's first step)
+        w.start(Instant(done.timestamp, Action.DELTA_COMMIT, State.REQUESTED))
+    with pytest.raises(IllegalTransitionError, match="absent -> inflight"):
+        w.start(Instant("20990101000000000", Action.DELTA_COMMIT, State.REQUESTED))
+    # a log compaction's inflight file makes its deltacommit family inflight
+    lc = w.start(w.request(Action.LOG_COMPACTION))
+    with pytest.raises(IllegalTransitionError, match="inflight -> inflight"):
+        w.start(Instant(lc.timestamp, Action.LOG_COMPACTION, State.REQUESTED))
+    with pytest.raises(InstantExistsError):   # two starts racing: the exclusive create decides
+        w._write_new(lc, b"")
+
+
+def full_parse(tmp_path: Path, layout: TimelineLayout) -> Timeline:
+    """The timeline built the way the loader always built it: every name parsed, files sorted by
+    (time, state) then action, through the public constructor."""
+    folder = tmp_path / layout.timeline_dir
+    files = [Instant.parse(n, layout) for n in sorted(os.listdir(folder)) if n[0].isdigit()]
+    return Timeline(str(tmp_path), layout, tuple(sorted(files, key=lambda i: (i.sort_key, i.action.value))))
+
+
+@pytest.mark.parametrize("layout", list(TimelineLayout))
+def test_loading_again_follows_every_change_made_by_others(tmp_path, layout):
+    """Timeline.load keeps the last snapshot and derives the next one from the files that changed:
+    after requests, starts, completions, reverts and removals by another writer, a load equals a
+    timeline built from scratch, in every query."""
+    import random
+
+    rng = random.Random(7)
+    mine = make_writer(tmp_path, layout)
+    other = make_writer(tmp_path, layout, ManualClock(1_743_390_402_808))
+    for _ in range(30):
+        mine.request(Action.DELTA_COMMIT)
+    live: list[Instant] = []
+    for step in range(60):
+        before = mine.load()
+        move = rng.randrange(6)
+        pending = [i for i in before.instants if i.is_pending]
+        completed = [i for i in before.instants if i.is_completed and i.action is not Action.ROLLBACK]
+        if move == 0 or not pending:
+            live.append(other.request(rng.choice([Action.DELTA_COMMIT, Action.COMPACTION, Action.CLEAN])))
+        elif move == 1:
+            i = rng.choice(pending)
+            (other.start(i) if i.state is State.REQUESTED else other.complete(i, b"{}"))
+        elif move == 2:
+            i = rng.choice(pending)
+            if i.state is State.INFLIGHT:
+                other.revert_to_requested(i)
+        elif move == 3:
+            other.remove_pending(rng.choice(pending))
+        elif move == 4 and completed:
+            other.revert_to_inflight(rng.choice(completed))
+        else:
+            i = rng.choice(pending)
+            if i.state is State.REQUESTED:
+                other.complete(other.start(i), b"{}")
+        got, want = mine.load(), full_parse(tmp_path, layout)
+        assert got == want and got.instants == want.instants
+        assert got.max_time() == want.max_time() and got.completion_times() == want.completion_times()
+        assert got.pending() == want.pending() and got.completed_writes() == want.completed_writes()
+        for i in want.files:
+            assert got.get(i.timestamp) == want.get(i.timestamp)
+            assert got.origin_action(i) == want.origin_action(i)
+            assert got.is_committed_or_archived(i.timestamp) == want.is_committed_or_archived(i.timestamp)
+    assert mine.load() is mine.load()   # an unchanged folder: the same snapshot
+
+
+@pytest.mark.parametrize("layout", list(TimelineLayout))
+def test_start_by_name_goes_ahead_exactly_where_the_full_check_does(tmp_path, layout):
+    """With the requested file there and no inflight one, the full check goes ahead whether the
+    instant is requested or (inflight file deleted by hand) completed: completed -> inflight is
+    legal.  The by-name check, which cannot see a layout-2 completion file, agrees in both."""
+    w = make_writer(tmp_path, layout)
+    done = w.complete(w.start(w.request(Action.DELTA_COMMIT)), b"")
+    inflight = Instant(done.timestamp, Action.DELTA_COMMIT, State.INFLIGHT)
+    os.remove(tmp_path / layout.timeline_dir / inflight.file_name())
+    assert w.start(Instant(done.timestamp, Action.DELTA_COMMIT, State.REQUESTED)) == inflight
+    assert (tmp_path / layout.timeline_dir / inflight.file_name()).exists()
+    assert w.load().require(done.timestamp) == done

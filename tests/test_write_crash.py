@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.table import Table, TableSpec
-from helpers import wait_for
+from helpers import kill_tree, wait_for
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parent.parent
@@ -60,7 +59,7 @@ def test_kill_9_mid_write_leaves_readers_on_the_previous_state(tmp_path, spark, 
             # (the first batch wrote base files only, so any log file is this write's).
             wait_for(lambda: files_named_with(Path(table.base_path), instant if version == 8 else ".log."))
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)
         proc.wait()
 
     reopened = Table.open(table.base_path)

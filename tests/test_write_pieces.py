@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -401,6 +400,59 @@ def test_bucket_ids_match_java_and_the_scalar_port():
         bucket_ids(arr, ["zz"], ["id"], 4)
 
 
+def _bucket_test_keys(rng: random.Random) -> list[str]:
+    """Keys for every path of the vectorised hash: one length (a matrix), a few lengths, many
+    lengths and long keys (running sums), non-ASCII (2-, 3- and 4-byte UTF-8, surrogate pairs),
+    empty keys, and compound keys plain and odd (values holding ':' or ',')."""
+    def text(alphabet, length):
+        return "".join(rng.choice(alphabet) for _ in range(length))
+
+    ascii_ = "abcXYZ019-_ ./"
+    wide = "é€ключ中文\U0001F600\U00010348"
+    keys = [f"trip-{i:07d}" for i in range(0, 500_000, 997)]                    # one length
+    keys += [text(ascii_, rng.choice((3, 8, 12))) for _ in range(600)]          # a few lengths
+    keys += [text(ascii_, rng.randrange(0, 41)) for _ in range(2000)]           # many lengths, some empty
+    keys += [text(ascii_ + wide, rng.randrange(0, 25)) for _ in range(2000)]    # non-ASCII
+    keys += [text(wide, 9) for _ in range(300)]                                  # non-ASCII, one length
+    keys += [text(ascii_ + wide, rng.randrange(250, 3000)) for _ in range(40)]  # long
+    keys += ["", "\U0001F600", "é", "polygenelubricants", "10:30", "a,b", "2014-10-22 13:50:42"]
+    for _ in range(1500):                                                        # field:value keys
+        parts = [f"{f}:{rng.choice(['1', 'Bob', '__null__', '__empty__', '', 'é€', text(ascii_, 5)])}"
+                 for f in rng.sample(["id", "name", "zz"], rng.randrange(1, 4))]
+        keys.append(",".join(parts))
+    keys += ["id:10:30,name:x", "id:a,b,name:c", "id:1,name:Bob,", ",id:1", "id:1,,name:2", "zz:1,yy:2",
+             "id:__null__,name:__empty__", "name:Bob,id:1", "id:,name:", "id:1,name:Bob:x,zz:q,r"]
+    return keys
+
+
+def test_vectorised_bucket_ids_equal_the_per_key_port():
+    """``bucket_ids`` (numpy) against ``bucket_id`` (the per-key Java port the hash-code tests pin),
+    key for key: this fails if any key's hash differs."""
+    keys = _bucket_test_keys(random.Random(11))
+    for hash_fields in (["id"], ["id", "name"], ["name"]):
+        for num_buckets in (1, 7, 64, 99_999_989):  # the large prime compares nearly all 31 hash bits
+            want = [bucket_id(k, hash_fields, num_buckets) for k in keys]
+            got = bucket_ids(pa.array(keys), hash_fields, ["id", "name", "zz"], num_buckets).to_pylist()
+            diff = [(k, g, w) for k, g, w in zip(keys, got, want) if g != w]
+            assert not diff, f"{len(diff)} keys hash differently, e.g. {diff[:3]}"
+
+
+def test_bucket_ids_take_any_string_array_layout():
+    keys = _bucket_test_keys(random.Random(12))
+    want = [bucket_id(k, ["id"], 97) for k in keys]
+    layouts = {
+        "chunked": pa.chunked_array([keys[:1000], keys[1000:3000], keys[3000:]]),
+        "sliced": pa.array(["x"] * 5 + keys + ["y"] * 5).slice(5, len(keys)),
+        "large_string": pa.array(keys, pa.large_string()),
+        "dictionary": pa.array(keys).dictionary_encode(),
+    }
+    for name, arr in layouts.items():
+        assert bucket_ids(arr, ["id"], ["id"], 97).to_pylist() == want, name
+    assert bucket_ids(pa.array([], pa.string()), ["id"], ["id"], 4).to_pylist() == []
+    with pytest.raises(InvalidInputError, match="null"):
+        bucket_ids(pa.array(["a", None]), ["id"], ["id"], 4)
+
+
 def test_complex_key_hash_values():
     assert hash_values("id:1,name:Bob", ["name"]) == ["Bob"]
     assert hash_values("id:1,name:Bob", ["id", "name"]) == ["1", "Bob"]
@@ -551,6 +603,14 @@ def test_combine_without_ordering_keeps_last_and_nulls_lose():
 def test_combine_string_ordering_and_chunked_input():
     t = pa.concat_tables([_keyed(["a", "b"], ["x", "m"], [1, 2]), _keyed(["a", "b"], ["y", "a"], [3, 4])])
     assert combine_in_batch(t, "ts").column("v").to_pylist() == [2, 3]
+
+
+def test_combine_without_duplicates_returns_the_batch_and_still_checks_the_ordering_type():
+    t = pa.concat_tables([_keyed(["c", "a"], [5, 1], [1, 2]), _keyed(["b"], [3], [3])])
+    assert combine_in_batch(t, "ts") is t
+    nested = t.append_column("o", pa.array([{"x": 1}] * 3))
+    with pytest.raises(InvalidInputError, match="cannot be compared"):
+        combine_in_batch(nested, "o")
 
 
 # =============================================================================================

@@ -8,8 +8,15 @@ state wins, the way Hudi's own loaders do.
 
 from __future__ import annotations
 
+import gc
+import threading
+from bisect import bisect_left, bisect_right
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable
+from functools import cached_property
+from itertools import chain
+from operator import attrgetter, itemgetter
+from typing import Callable, Iterable, Iterator, Sequence
 
 from timeline.errors import PayloadError, UnknownInstantError
 from timeline.instant import Action, Instant, State, TimelineLayout
@@ -17,15 +24,161 @@ from timeline.storage import Storage, join
 
 WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 
+# Plain dict lookups instead of enum properties: these run once per timeline file per load.
+_FAMILY = {a: a.completed_action for a in Action}
+_RANK = {s: s.rank for s in State}
+_COMPLETED = State.COMPLETED
+_PENDING_STATES = (State.REQUESTED, State.INFLIGHT)
 
-def _family(action: Action) -> Action:
-    return action.completed_action
+
+def _outranks(state: State, other: State) -> bool:
+    """state.rank > other.rank, by identity (requested < inflight < completed)."""
+    return state is not other and (state is _COMPLETED or (state is State.INFLIGHT and other is State.REQUESTED))
+
+
+def _rank_of(instant: Instant) -> int:
+    return _RANK[instant.state]
+
+
+_timestamp_of = attrgetter("timestamp")
+
+
+def _max_of(a: str | None, b: str | None) -> str | None:
+    return max(a, b) if a and b else a or b
+
+
+def _max_time_of(files: Iterable[Instant]) -> str | None:
+    """The greatest requested or completion time among ``files``."""
+    latest = None
+    for f in files:
+        latest = _max_of(_max_of(latest, f.timestamp), f.completion_time)
+    return latest
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Run a loop that makes one long-lived object per file (a timeline of 30k files, a view of
+    100k data files) without the cyclic garbage collector.  Nothing there forms a cycle, yet the
+    collector would walk the growing heap over and over as the objects pile up: a third to a half
+    of such a load's time (issue #6 profile).  It resumes as it was, errors included."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def is_instant_file_name(name: str) -> bool:
     """Timeline files start with a digit; everything else in the folder (hoodie.properties,
     .aux, archived/, timeline/, our hidden temp files, …) is not an instant."""
     return bool(name) and name[0].isdigit()
+
+
+Entry = tuple[tuple[str, int, str, str], Instant]
+_instant_of = itemgetter(1)
+
+
+def _sort_entry(name: str, layout: TimelineLayout) -> Entry:
+    """(sort key, instant) of one timeline file name (``Instant.parse`` caches the parsing).
+    The key orders files by time, state and action, then by name: the order the loader always
+    produced (a stable sort of the listing, which came sorted by name), as plain tuples so that
+    sorting calls no Python code."""
+    instant = Instant.parse(name, layout)
+    return (instant.timestamp, _RANK[instant.state], instant.action._value_, name), instant
+
+
+def _entries_at(entries: list[Entry], timestamp: str) -> slice:
+    """Where the files of ``timestamp`` lie in sorted ``entries`` ((ts,) sorts before every key
+    of ts and (ts, 3) after them: a rank is at most 2)."""
+    return slice(bisect_left(entries, ((timestamp,),)), bisect_left(entries, ((timestamp, 3),)))
+
+
+def _summarize(files: Iterable[Instant]) -> tuple[tuple[Instant, ...], Action | None]:
+    """For the files of one timestamp, in timeline order: (its instants: the highest state per
+    action family, ordered by state, ties in the order the families first appear; the action
+    the time was requested as: that of its first pending file, None when none is pending)."""
+    best: dict[Action, Instant] = {}
+    origin = None
+    for f in files:
+        if origin is None and f.state is not _COMPLETED:
+            origin = f.action
+        family = _FAMILY[f.action]
+        cur = best.get(family)
+        if cur is None or _outranks(f.state, cur.state):
+            best[family] = f
+    group = tuple(best.values())
+    return (tuple(sorted(group, key=_rank_of)) if len(group) > 1 else group), origin
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """One loaded listing: its names, its sorted entries and the Timeline made of them."""
+
+    names: list[str]
+    name_set: set[str]
+    entries: list[Entry]
+    timeline: "Timeline"
+
+    @classmethod
+    def build(cls, base_path: str, layout: TimelineLayout, names: list[str]) -> "_Snapshot":
+        with gc_paused():
+            entries = [_sort_entry(n, layout) for n in names if n[:1].isdigit()]   # is_instant_file_name
+            entries.sort()   # keys are unique (the name is part of them): no Instant is ever compared
+            return cls(list(names), set(names), entries,
+                       Timeline(base_path, layout, tuple(map(_instant_of, entries))))
+
+    def updated(self, names: list[str]) -> "_Snapshot | None":
+        """This snapshot moved on to the listing ``names``, re-summarizing only the timestamps
+        whose files changed (the usual step: a transition or two since the last load); None
+        when most of the folder changed (building afresh is then as cheap)."""
+        name_set = set(names)                     # set operations run in C: the folder is long
+        added = sorted(name_set - self.name_set)
+        removed = [] if len(names) == len(self.names) + len(added) else sorted(self.name_set - name_set)
+        if 8 * (len(added) + len(removed)) > len(self.names) + 8:
+            return None
+        layout = self.timeline.layout
+        entries, files = list(self.entries), self.timeline.files   # files: entries' instants, kept aligned
+        changed: set[str] = set()
+        for name in removed:
+            if is_instant_file_name(name):
+                key, instant = _sort_entry(name, layout)
+                at = bisect_left(entries, (key,))
+                del entries[at]
+                files = files[:at] + files[at + 1:]
+                changed.add(instant.timestamp)
+        for name in added:
+            if is_instant_file_name(name):
+                entry = _sort_entry(name, layout)
+                at = bisect_left(entries, entry)
+                entries.insert(at, entry)
+                files = files[:at] + (entry[1],) + files[at:]
+                changed.add(entry[1].timestamp)
+        timeline = self.timeline
+        if changed:
+            groups = {ts: tuple(map(_instant_of, entries[_entries_at(entries, ts)])) for ts in changed}
+            timeline = timeline._derived(files, groups, files_removed=bool(removed))
+        return _Snapshot(list(names), name_set, entries, timeline)
+
+
+# The last timeline loaded per (base path, layout).  A Timeline is a pure function of the names
+# in its folder: a listing equal to the last one gives the same (immutable) object back, and one
+# that differs by a few files derives the new Timeline from the last one.  Loading a long timeline
+# again is then one listing and one comparison (services load the timeline several times per
+# operation; writers and the runner come back to the same table).  Bounded: a process serving
+# many tables keeps the latest few.
+_SNAPSHOTS: dict[tuple[str, TimelineLayout], _Snapshot] = {}
+_MAX_SNAPSHOTS = 16
+_SNAPSHOTS_LOCK = threading.Lock()   # a runner's threads may load at once (reads need no lock)
+
+
+def _remember(key: tuple[str, TimelineLayout], snapshot: _Snapshot) -> None:
+    with _SNAPSHOTS_LOCK:
+        _SNAPSHOTS.pop(key, None)
+        while len(_SNAPSHOTS) >= _MAX_SNAPSHOTS:
+            _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)))   # the least recently loaded table
+        _SNAPSHOTS[key] = snapshot
 
 
 @dataclass(frozen=True)
@@ -38,38 +191,115 @@ class Timeline:
     # By timestamp, for O(1) lookups: planners ask for every log file's instant (issue #6 profile)
     _by_time: dict[str, tuple[Instant, ...]] = field(init=False, repr=False, compare=False)
     _files_by_time: dict[str, tuple[Instant, ...]] = field(init=False, repr=False, compare=False)
+    # filter() results: the timeline never changes, and planners ask the same questions repeatedly
+    _memo: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        best: dict[tuple[str, Action], Instant] = {}
-        origin: dict[str, Action] = {}
-        for f in self.files:
-            key = (f.timestamp, _family(f.action))
-            if f.is_pending:
-                origin.setdefault(f.timestamp, f.action)
-            cur = best.get(key)
-            if cur is None or f.state.rank > cur.state.rank:
-                best[key] = f
-        object.__setattr__(self, "instants", tuple(sorted(best.values(), key=lambda i: i.sort_key)))
-        object.__setattr__(self, "_origin", origin)
-        by_time: dict[str, list[Instant]] = {}
-        for i in self.instants:
-            by_time.setdefault(i.timestamp, []).append(i)
+        # Files grouped per time, then per time the highest state per action family and the
+        # action the time was requested as; the instants are the groups in time order.
         files_by_time: dict[str, list[Instant]] = {}
         for f in self.files:
-            files_by_time.setdefault(f.timestamp, []).append(f)
-        object.__setattr__(self, "_by_time", {k: tuple(v) for k, v in by_time.items()})
-        object.__setattr__(self, "_files_by_time", {k: tuple(v) for k, v in files_by_time.items()})
+            same_time = files_by_time.get(f.timestamp)
+            if same_time is None:
+                files_by_time[f.timestamp] = [f]
+            else:
+                same_time.append(f)
+        by_time: dict[str, tuple[Instant, ...]] = {}
+        origin: dict[str, Action] = {}
+        for ts in sorted(files_by_time):
+            by_time[ts], first = _summarize(files_by_time[ts])
+            if first is not None:
+                origin[ts] = first
+        self._set(tuple(chain.from_iterable(by_time.values())), origin, by_time,
+                  {k: tuple(v) for k, v in files_by_time.items()})
+
+    def _set(self, instants, origin, by_time, files_by_time) -> None:
+        object.__setattr__(self, "instants", instants)
+        object.__setattr__(self, "_origin", origin)
+        object.__setattr__(self, "_by_time", by_time)
+        object.__setattr__(self, "_files_by_time", files_by_time)
+        object.__setattr__(self, "_memo", {})
+
+    def _derived(self, files: tuple[Instant, ...], changed: dict[str, tuple[Instant, ...]], *,
+                 files_removed: bool) -> "Timeline":
+        """The timeline whose files are ``files``: these ones' except at the timestamps in
+        ``changed`` (each mapped to its new files, in order; empty when gone).  Only those
+        times are summarized again; the rest is copied (what __post_init__ would compute)."""
+        by_time, origin, files_by_time = dict(self._by_time), dict(self._origin), dict(self._files_by_time)
+        for ts, same_time in changed.items():
+            by_time.pop(ts, None)
+            origin.pop(ts, None)
+            files_by_time.pop(ts, None)
+            if same_time:
+                files_by_time[ts] = same_time
+                by_time[ts], first = _summarize(same_time)
+                if first is not None:
+                    origin[ts] = first
+        ordered = sorted(changed)
+        new = object.__new__(Timeline)
+        object.__setattr__(new, "base_path", self.base_path)
+        object.__setattr__(new, "layout", self.layout)
+        object.__setattr__(new, "files", files)
+        new._set(tuple(chain.from_iterable(self._spliced(self.instants, ordered, lambda ts: by_time.get(ts, ())))),
+                 origin, by_time, files_by_time)
+        self._derive_cached(new, ordered, by_time, files_removed)
+        return new
+
+    def _spliced(self, seq, ordered: list[str], replacement: Callable[[str], Sequence]) -> list[Sequence]:
+        """``seq`` (``instants`` or a sequence aligned with it) in pieces, its part at each time
+        in ``ordered`` (ascending) replaced by ``replacement(time)``: slices, no per-item work."""
+        pieces, done, times = [], 0, self._times
+        for ts in ordered:
+            at = bisect_left(times, ts, done)
+            pieces += [seq[done:at], replacement(ts)]
+            done = bisect_right(times, ts, at)
+        pieces.append(seq[done:])
+        return pieces
+
+    def _derive_cached(self, new: "Timeline", ordered: list[str], by_time: dict[str, tuple[Instant, ...]],
+                       files_removed: bool) -> None:
+        """Carry this timeline's derived values that were computed over to ``new``, updated at
+        the changed times only (else ``new`` computes them on first use, walking every instant)."""
+        known, changed = self.__dict__, set(ordered)
+        regrouped = [i for ts in ordered for i in by_time.get(ts, ())]
+        if "_times" in known:
+            new.__dict__["_times"] = list(chain.from_iterable(
+                self._spliced(self._times, ordered, lambda ts: [ts] * len(by_time.get(ts, ())))))
+        if "_pending" in known:
+            # kept in instants order: sorting by time is stable and each time's instants come
+            # from one source, already in order
+            pending = [i for i in self._pending if i.timestamp not in changed]
+            pending += [i for i in regrouped if i.state is not _COMPLETED]
+            new.__dict__["_pending"] = tuple(sorted(pending, key=_timestamp_of))
+        if "_completion_times" in known:
+            completion = dict(self._completion_times)
+            for ts in ordered:
+                completion.pop(ts, None)
+            completion.update((i.timestamp, i.completion_time or i.timestamp) for i in regrouped
+                              if i.state is _COMPLETED)
+            new.__dict__["_completion_times"] = completion
+        if "_max_time" in known and not files_removed:   # times only grew
+            new.__dict__["_max_time"] = _max_of(self._max_time, _max_time_of(
+                f for ts in ordered for f in new.files_of(ts)))
 
     # -- loading ------------------------------------------------------------------------
     @classmethod
     def load(cls, storage: Storage, base_path: str, layout: TimelineLayout) -> "Timeline":
-        folder = join(base_path, layout.timeline_dir)
-        files = []
-        for info in storage.list_dir(folder):
-            if info.is_dir or not is_instant_file_name(info.name):
-                continue
-            files.append(Instant.parse(info.name, layout))
-        return cls(base_path, layout, tuple(sorted(files, key=lambda i: (i.sort_key, i.action.value))))
+        """The timeline as the folder shows it now: one listing of names (no per-file ``stat``)."""
+        return cls.from_names(base_path, layout, storage.list_names(join(base_path, layout.timeline_dir)))
+
+    @classmethod
+    def from_names(cls, base_path: str, layout: TimelineLayout, names: list[str]) -> "Timeline":
+        """The timeline of a listing of the timeline folder (``Storage.list_names``)."""
+        key = (base_path, layout)
+        known = _SNAPSHOTS.get(key)
+        if known is not None and known.names == names:
+            return known.timeline
+        snapshot = known.updated(names) if known is not None else None
+        if snapshot is None:
+            snapshot = _Snapshot.build(base_path, layout, names)
+        _remember(key, snapshot)
+        return snapshot.timeline
 
     def path_of(self, instant: Instant) -> str:
         return join(self.base_path, self.layout.timeline_dir, instant.file_name())
@@ -80,6 +310,8 @@ class Timeline:
         found = self._by_time.get(timestamp)
         if not found:
             return None
+        if len(found) == 1:
+            return found[0]
         return max(found, key=lambda i: (i.state.rank, i.action is not Action.ROLLBACK))
 
     def require(self, timestamp: str) -> Instant:
@@ -96,46 +328,59 @@ class Timeline:
         if instant.is_pending:
             return instant.action
         origin = self._origin.get(instant.timestamp)
-        if origin is not None and _family(origin) is instant.action:
+        if origin is not None and _FAMILY[origin] is instant.action:
             return origin
         return instant.action
 
     # -- filtered views -------------------------------------------------------------------
     def filter(self, *, actions: Iterable[Action] | None = None, states: Iterable[State] | None = None,
                origins: Iterable[Action] | None = None) -> tuple[Instant, ...]:
-        action_set = {a for a in actions} if actions is not None else None
-        state_set = set(states) if states is not None else None
-        origin_set = set(origins) if origins is not None else None
-        out = []
-        for i in self.instants:
-            if state_set is not None and i.state not in state_set:
-                continue
-            if action_set is not None and i.action not in action_set and _family(i.action) not in action_set:
-                continue
-            if origin_set is not None and self.origin_action(i) not in origin_set:
-                continue
-            out.append(i)
-        return tuple(out)
+        action_set = frozenset(actions) if actions is not None else None
+        state_set = frozenset(states) if states is not None else None
+        origin_set = frozenset(origins) if origins is not None else None
+        key = (action_set, state_set, origin_set)
+        found = self._memo.get(key)
+        if found is None:
+            # Only pending instants can match a pending-only filter: they are few.
+            pool = self._pending if state_set is not None and _COMPLETED not in state_set else self.instants
+            found = tuple(i for i in pool if _matches(self, i, action_set, state_set, origin_set))
+            self._memo[key] = found
+        return found
 
     def completed(self, *actions: Action) -> tuple[Instant, ...]:
         return self.filter(actions=actions or None, states=[State.COMPLETED])
 
     def pending(self, *actions: Action) -> tuple[Instant, ...]:
-        return self.filter(actions=actions or None, states=[State.REQUESTED, State.INFLIGHT])
+        return self.filter(actions=actions or None, states=_PENDING_STATES)
 
     def completed_writes(self) -> tuple[Instant, ...]:
         """Completed commit, deltacommit and replacecommit instants: those that make files visible."""
         return self.completed(*WRITE_ACTIONS)
 
     def pending_compactions(self) -> tuple[Instant, ...]:
-        return tuple(i for i in self.pending() if i.action is Action.COMPACTION)
+        return tuple(i for i in self._pending if i.action is Action.COMPACTION)
 
     def pending_log_compactions(self) -> tuple[Instant, ...]:
-        return tuple(i for i in self.pending() if i.action is Action.LOG_COMPACTION)
+        return tuple(i for i in self._pending if i.action is Action.LOG_COMPACTION)
 
     def latest_completed(self, *actions: Action) -> Instant | None:
-        done = self.completed(*actions)
-        return done[-1] if done else None
+        action_set = frozenset(actions) if actions else None
+        return next((i for i in reversed(self.instants) if i.state is _COMPLETED
+                     and _matches(self, i, action_set, None, None)), None)
+
+    def newest_first(self, after: str | None = None) -> Iterator[Instant]:
+        """Instants from the newest back, stopping at ``after`` (exclusive) when given: questions
+        about recent history (the last compaction, commits since it) cost what they look at, not
+        the length of the timeline."""
+        for i in reversed(self.instants):
+            if after is not None and i.timestamp <= after:
+                return
+            yield i
+
+    def position(self, timestamp: str) -> int:
+        """Index in ``instants`` of the first instant requested at or after ``timestamp``
+        (``instants`` is ordered by requested time): windows of the timeline by bisection."""
+        return bisect_left(self._times, timestamp)
 
     def as_of(self, timestamp: str) -> "Timeline":
         """The timeline as a reader at ``timestamp`` sees it: instants requested at or before it.
@@ -147,11 +392,10 @@ class Timeline:
     # -- times -------------------------------------------------------------------------
     def completion_times(self) -> dict[str, str]:
         """Requested time -> completion time for completed instants (layout 1: the requested time)."""
-        return {i.timestamp: (i.completion_time or i.timestamp) for i in self.instants if i.is_completed}
+        return dict(self._completion_times)
 
     def is_completed(self, timestamp: str) -> bool:
-        instant = self.get(timestamp)
-        return instant is not None and instant.is_completed
+        return timestamp in self._completion_times
 
     @property
     def start(self) -> str | None:
@@ -164,15 +408,33 @@ class Timeline:
         Instants older than the start of the active timeline were archived and are
         treated as committed, as Hudi does.
         """
-        if self.is_completed(timestamp):
+        if timestamp in self._completion_times:
             return True
         start = self.start
-        return start is not None and timestamp < start and self.get(timestamp) is None
+        return start is not None and timestamp < start and timestamp not in self._by_time
 
     def max_time(self) -> str | None:
         """The greatest instant or completion time present; new times must exceed it."""
-        times = [f.timestamp for f in self.files] + [f.completion_time for f in self.files if f.completion_time]
-        return max(times) if times else None
+        return self._max_time
+
+    # -- derived once, on first use ----------------------------------------------------------
+    @cached_property
+    def _pending(self) -> tuple[Instant, ...]:
+        return tuple(i for i in self.instants if i.state is not _COMPLETED)
+
+    @cached_property
+    def _completion_times(self) -> dict[str, str]:
+        return {i.timestamp: (i.completion_time or i.timestamp) for i in self.instants if i.state is _COMPLETED}
+
+    @cached_property
+    def _times(self) -> list[str]:
+        return [i.timestamp for i in self.instants]
+
+    @cached_property
+    def _max_time(self) -> str | None:
+        latest = max((f.timestamp for f in self.files), default=None)
+        done = max((f.completion_time for f in self.files if f.completion_time), default=None)
+        return _max_of(latest, done)
 
     # -- payloads --------------------------------------------------------------------------
     def read_bytes(self, storage: Storage, instant: Instant) -> bytes:
@@ -191,7 +453,7 @@ class Timeline:
         """The plan of a planned action, read from its ``.requested`` file (plans never change)."""
         action = self.origin_action(instant)
         requested = Instant(instant.timestamp, action, State.REQUESTED)
-        if requested not in self.files:
+        if requested not in self.files_of(instant.timestamp):
             raise UnknownInstantError(f"instant {instant.timestamp}: no {requested.file_name()} on the timeline")
         return self.payload(storage, requested)
 
@@ -202,10 +464,24 @@ class Timeline:
 
     def latest_schema(self, storage: Storage) -> str | None:
         """The table's Avro schema (without meta fields) from the latest completed write's metadata."""
-        for instant in reversed(self.completed_writes()):
+        for instant in self.newest_first():
+            if instant.state is not _COMPLETED or not _matches(self, instant, _WRITE_SET, None, None):
+                continue
             md = self.commit_metadata(storage, instant)
             schema = (md.extra_metadata or {}).get("schema") if md is not None else None
             if schema:
                 return schema
         return None
 
+
+_WRITE_SET = frozenset(WRITE_ACTIONS)
+
+
+def _matches(timeline: Timeline, i: Instant, actions: frozenset | None, states: frozenset | None,
+             origins: frozenset | None) -> bool:
+    """``Timeline.filter``'s test for one instant (an action matches itself or its family)."""
+    if states is not None and i.state not in states:
+        return False
+    if actions is not None and i.action not in actions and _FAMILY[i.action] not in actions:
+        return False
+    return origins is None or timeline.origin_action(i) in origins

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from timeline.errors import InvalidInstantError
 
@@ -39,6 +40,10 @@ class Action(enum.Enum):
     RESTORE = "restore"
     INDEXING = "indexing"
     SCHEMA_COMMIT = "schemacommit"
+
+    # Members are singletons compared by identity: hash them by identity too (C speed).  Enum's
+    # default hashes the name in Python, which showed up in every timeline load (issue #6).
+    __hash__ = object.__hash__
 
     @classmethod
     def parse(cls, text: str, file_name: str = "") -> "Action":
@@ -79,6 +84,8 @@ class State(enum.Enum):
     INFLIGHT = "inflight"
     COMPLETED = "completed"
 
+    __hash__ = object.__hash__   # as Action's
+
     @property
     def rank(self) -> int:
         return _STATE_RANK[self]
@@ -92,6 +99,8 @@ class TimelineLayout(enum.Enum):
 
     V1 = 1
     V2 = 2
+
+    __hash__ = object.__hash__   # as Action's
 
     @property
     def timeline_dir(self) -> str:
@@ -141,7 +150,16 @@ class Instant:
     # -- file names -----------------------------------------------------------------
     @classmethod
     def parse(cls, file_name: str, layout: TimelineLayout | None = None) -> "Instant":
-        """Parse a timeline file name; ``layout`` (when given) is enforced."""
+        """Parse a timeline file name; ``layout`` (when given) is enforced.
+
+        Results are cached per (name, layout): an ``Instant`` is immutable, and every load of
+        a long timeline parses the same tens of thousands of names again (issue #6).
+        """
+        return _parse_cached(file_name, layout)
+
+    @classmethod
+    def _parse_checked(cls, file_name: str, layout: TimelineLayout | None) -> "Instant":
+        """The reference parser: every rule checked one by one, with the exact error."""
         head, dot, rest = file_name.partition(".")
         if not dot or not rest:
             raise InvalidInstantError(f"malformed timeline file name {file_name!r}")
@@ -202,3 +220,53 @@ class Instant:
 
     def __str__(self) -> str:
         return self.file_name()
+
+
+# -- parsing fast path ------------------------------------------------------------------
+# One match for the shapes Hudi writes: T.action, T_C.action, T.action.requested|inflight and
+# T.inflight.  Only names this accepts *and* ``_trusted`` approves skip the checked parser;
+# anything else (including every malformed name) goes through ``Instant._parse_checked``, so
+# results and error messages are those of the reference parser.
+_NAME = re.compile(r"(\d{14}(?:\d{3})?)(?:_(\d{14}(?:\d{3})?))?\.([a-z]+)(?:\.(requested|inflight))?")
+_ACTIONS = {a.value: a for a in Action}
+_STATES = {"requested": State.REQUESTED, "inflight": State.INFLIGHT}
+
+
+def _trusted(file_name: str, layout: TimelineLayout | None) -> Instant | None:
+    """The instant of a well-formed name, built without re-validating it; None when any rule
+    of the checked parser might object (the caller then runs it)."""
+    m = _NAME.fullmatch(file_name)
+    if m is None:
+        return None
+    timestamp, completion, action_text, state_text = m.groups()
+    if state_text is None and action_text == "inflight":
+        action, state = Action.COMMIT, State.INFLIGHT          # the bare T.inflight of a commit
+    else:
+        action = _ACTIONS.get(action_text)
+        if action is None:
+            return None
+        state = _STATES[state_text] if state_text else State.COMPLETED
+    if state is State.COMPLETED:
+        if action in _PENDING_ONLY or (completion is None and layout is TimelineLayout.V2) \
+                or (completion is not None and layout is TimelineLayout.V1):
+            return None
+    elif completion is not None or (action is Action.COMMIT and state_text == "inflight") \
+            or (state is State.REQUESTED and not action.has_requested_state):
+        # 'T.commit.inflight' is spelled 'T.inflight'; pending names carry no completion time
+        return None
+    return _make(timestamp, action, state, completion)
+
+
+def _make(timestamp: str, action: Action, state: State, completion: str | None) -> Instant:
+    """An ``Instant`` whose fields ``_trusted`` already validated (``__post_init__`` skipped)."""
+    instant = object.__new__(Instant)
+    # the attributes the generated __init__ would set, as the instance's dict in one step
+    object.__setattr__(instant, "__dict__", {"timestamp": timestamp, "action": action, "state": state,
+                                             "completion_time": completion})
+    return instant
+
+
+@lru_cache(maxsize=1 << 17)
+def _parse_cached(file_name: str, layout: TimelineLayout | None) -> Instant:
+    # Errors are not cached (lru_cache does not keep exceptions): a bad name raises each time.
+    return _trusted(file_name, layout) or Instant._parse_checked(file_name, layout)

@@ -8,7 +8,7 @@ object stores later).  Paths are plain strings joined with ``/``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import BinaryIO, Callable, Protocol
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,25 @@ class Storage(Protocol):
         Readers see either no file or the whole content, never a prefix.
         """
 
+    def open_read(self, path: str) -> BinaryIO:
+        """A seekable binary file object over ``path`` (a context manager; the caller closes it),
+        for reading a large file piece by piece; ``FileNotFoundError`` when absent."""
+
+    def write_new_from(self, path: str, write: Callable[[BinaryIO], None]) -> int:
+        """``write_new`` for content produced piece by piece: ``write`` gets a binary file object
+        and writes the content into it; returns the size written.  The same contract as
+        ``write_new`` (exclusive, atomic, durable); if ``write`` raises, nothing is created.
+        """
+
     def write_replace(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` atomically and durably."""
 
     def list_dir(self, path: str) -> list[FileInfo]:
         """Entries of a directory; an empty list when it does not exist."""
+
+    def list_names(self, path: str) -> list[str]:
+        """Names of the plain files of a directory, sorted, without sizes or times (one listing
+        call, no per-file ``stat``: the timeline loader needs only names); empty when absent."""
 
     def stat(self, path: str) -> FileInfo:
         """``FileNotFoundError`` when absent."""

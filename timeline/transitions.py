@@ -14,6 +14,12 @@ Legal moves::
     pending   -> (none)         remove_pending()        last step of a rollback
 
 Anything else raises ``IllegalTransitionError`` and touches nothing.
+
+Cost on a long timeline (issue #6): ``start`` and a layout-1 ``complete`` decide from the few
+file names of their timestamp (``exists``), never listing the folder; everything else loads the
+timeline, which after the first load is one listing of names plus the few files that changed
+(``Timeline.load`` keeps the last snapshot).  The rare unusual state always takes the full path,
+so every refusal is the one a full load gives.
 """
 
 from __future__ import annotations
@@ -25,12 +31,18 @@ from timeline.errors import IllegalTransitionError, InstantExistsError, InvalidI
 from timeline.instant import Action, Instant, State, TimelineLayout
 from timeline.instant_time import InstantTimeGenerator
 from timeline.lock import TableLock
-from timeline.storage import Storage
+from timeline.storage import Storage, join
 
 _LEGAL = {
     (None, State.REQUESTED), (State.REQUESTED, State.INFLIGHT), (State.INFLIGHT, State.COMPLETED),
     (State.INFLIGHT, State.REQUESTED), (State.COMPLETED, State.INFLIGHT),
 }
+
+
+# action family (the completed action) -> the actions whose instants complete as it
+_FAMILY_MEMBERS: dict[Action, tuple[Action, ...]] = {
+    family: tuple(a for a in Action if a.completed_action is family)
+    for family in {a.completed_action for a in Action}}
 
 
 def check_transition(instant_ts: str, action: Action, current: State | None, target: State) -> None:
@@ -64,10 +76,32 @@ class TimelineWriter:
         return max(same, key=lambda f: f.state.rank) if same else None
 
     def _write(self, timeline: Timeline, instant: Instant, payload: bytes) -> None:
+        self._write_new(instant, payload)
+
+    def _path(self, instant: Instant) -> str:
+        return join(self.base_path, self.layout.timeline_dir, instant.file_name())   # = Timeline.path_of
+
+    def _write_new(self, instant: Instant, payload: bytes) -> None:
+        path = self._path(instant)
         try:
-            self.storage.write_new(timeline.path_of(instant), payload)
+            self.storage.write_new(path, payload)
         except FileExistsError:
-            raise InstantExistsError(f"timeline file {timeline.path_of(instant)} already exists") from None
+            raise InstantExistsError(f"timeline file {path} already exists") from None
+
+    def _exists(self, timestamp: str, action: Action, state: State) -> bool:
+        return self.storage.exists(self._path(Instant(timestamp, action, state)))
+
+    def _start_allowed(self, timestamp: str, action: Action) -> bool:
+        """Whether the full check would let ``start`` go ahead, from the few names it depends on:
+        ``action``'s requested file exists and no inflight file of its family does.  The family's
+        state is then requested, or completed where a completed file exists (a layout-2 one cannot
+        be asked for by name: its completion time is in it); completed -> inflight is legal too
+        (a rollback's first step), so the full check lets both through alike.  False sends the
+        caller to the full check, for its own verdict."""
+        if not action.has_requested_state or not self._exists(timestamp, action, State.REQUESTED):
+            return False
+        family = action.completed_action
+        return not any(self._exists(timestamp, member, State.INFLIGHT) for member in _FAMILY_MEMBERS[family])
 
     # -- creation -----------------------------------------------------------------------
     def request(self, action: Action, payload: bytes = b"", timestamp: str | None = None) -> Instant:
@@ -104,7 +138,15 @@ class TimelineWriter:
         return instant
 
     def start(self, instant: Instant, payload: bytes = b"") -> Instant:
-        """requested -> inflight."""
+        """requested -> inflight.
+
+        The usual case (the instant is requested) is checked by name (``_start_allowed``),
+        without listing the timeline; the create is exclusive either way, so of two racing
+        starts one fails with ``InstantExistsError``, as before."""
+        if self._start_allowed(instant.timestamp, instant.action):
+            inflight = Instant(instant.timestamp, instant.action, State.INFLIGHT)
+            self._write_new(inflight, payload)
+            return inflight
         timeline = self.load()
         current = self._current(timeline, instant.timestamp, instant.action)
         check_transition(instant.timestamp, instant.action, current.state if current else None, State.INFLIGHT)
@@ -121,6 +163,14 @@ class TimelineWriter:
         time greater than every time on the timeline.
         """
         with self.lock():
+            if precheck is None and self.layout is TimelineLayout.V1 and self._only_inflight_v1(instant):
+                done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED)
+                self._write_new(done, payload)
+                return done
+            # Layout 2 needs the folder: the instant's completed file, if another process wrote
+            # one, has an unknown name (its completion time), and the new completion time must
+            # exceed every time on the timeline.  The load is one listing of names plus the few
+            # files that changed since the last one (the snapshot keeps the greatest time).
             timeline = self.load()
             current = self._current(timeline, instant.timestamp, instant.action)
             check_transition(instant.timestamp, instant.action, current.state if current else None, State.COMPLETED)
@@ -132,6 +182,13 @@ class TimelineWriter:
             done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED, completion)
             self._write(timeline, done, payload)
             return done
+
+    def _only_inflight_v1(self, instant: Instant) -> bool:
+        """Layout 1, under the lock: ``instant``'s inflight file exists and its family's completed
+        file (``T.<action>``, a known name in layout 1) does not, so it is inflight.  Layout 1
+        has no completion time to choose, hence nothing else to look at."""
+        return (self._exists(instant.timestamp, instant.action, State.INFLIGHT)
+                and not self._exists(instant.timestamp, instant.action.completed_action, State.COMPLETED))
 
     # -- undoing ------------------------------------------------------------------------
     def revert_to_requested(self, instant: Instant) -> Instant:

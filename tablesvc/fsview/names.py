@@ -21,6 +21,12 @@ _INSTANT = re.compile(r"^\d{14}(\d{3})?$")
 _LOG = re.compile(r"^\.(?P<fid>[^_]+)_(?P<instant>[^_]*)\.(?P<ext>log|archive)\.(?P<version>\d+)"
                   r"(?:_(?P<token>\d+-\d+-\d+))?(?P<cdc>\.cdc)?$")
 
+# Fast paths: names every rule of the dataclass checks accepts, in one match each.  A table has
+# one name per data file (100k at the issue #6 scale), and the view parses all of them.  Names
+# these do not match go through the original parse, so results and errors are unchanged.
+_BASE_STRICT = re.compile(r"([A-Za-z0-9-]+)_([^_]+)_(\d{14}(?:\d{3})?)\.([^.]*)")
+_LOG_STRICT = re.compile(r"\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.(log|archive)\.(\d+)_(\d+-\d+-\d+)(\.cdc)?")
+
 UNKNOWN_WRITE_TOKEN = "1-0-1"   # Hudi's token for files no task wrote (rollback blocks)
 DEFAULT_WRITE_TOKEN = "0-0-0"
 PARTITION_METAFILE = ".hoodie_partition_metadata"
@@ -52,6 +58,9 @@ class BaseFileName:
 
     @classmethod
     def parse(cls, name: str) -> "BaseFileName":
+        m = _BASE_STRICT.fullmatch(name)
+        if m is not None:   # the common case, validated in one match
+            return unchecked(cls, {"file_id": m[1], "write_token": m[2], "instant": m[3], "extension": m[4]})
         stem, dot, ext = name.rpartition(".")
         parts = stem.split("_") if dot else []
         if len(parts) != 3 or name.startswith("."):
@@ -87,6 +96,11 @@ class LogFileName:
 
     @classmethod
     def parse(cls, name: str) -> "LogFileName":
+        strict = _LOG_STRICT.fullmatch(name)
+        if strict is not None and strict[4][0] != "0":   # version 0 (refused) or 01: the full path
+            fid, instant, ext, version, token, cdc = strict.groups()
+            return unchecked(cls, {"file_id": fid, "instant": instant, "version": int(version),
+                                   "write_token": token, "extension": ext, "cdc": cdc is not None})
         m = _LOG.match(name)
         if not m or not m.group("token"):
             raise FileNameError(f"{name!r} is not a log file name (.<fileId>_<instant>.log.<version>_<token>)")
@@ -100,6 +114,16 @@ class LogFileName:
     def name(self) -> str:
         cdc = ".cdc" if self.cdc else ""
         return f".{self.file_id}_{self.instant}.{self.extension}.{self.version}_{self.write_token}{cdc}"
+
+
+def unchecked(cls, fields: dict):
+    """An instance of the frozen dataclass ``cls`` with ``fields`` (all of them, already valid:
+    a strict pattern matched them, or they are built values): what the generated ``__init__``
+    would set, as the instance's dict in one step, ``__post_init__`` skipped.  For the loops
+    that make one object per data file."""
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", fields)
+    return obj
 
 
 def looks_like_log_file(name: str) -> bool:

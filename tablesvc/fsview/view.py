@@ -20,14 +20,16 @@ Rules (docs/file-system-view.md explains them with examples):
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from tablesvc.errors import FileNameError
-from tablesvc.fsview.names import BaseFileName, LogFileName, looks_like_log_file
-from tablesvc.fsview.partitions import list_partitions
-from timeline.active import Timeline
+from tablesvc.fsview.names import BaseFileName, LogFileName, unchecked
+from tablesvc.fsview.partitions import StoredName, discover_partitions
+from timeline.active import Timeline, gc_paused
 from timeline.instant import Action, TimelineLayout
 from timeline.storage import Storage, join
 
@@ -39,7 +41,7 @@ if TYPE_CHECKING:  # the table package imports this module; avoid the cycle at r
 class _StoredFile:
     name: BaseFileName | LogFileName
     path: str
-    size: int
+    size: int | None     # None when the view was built without sizes (FileSystemView.build)
 
     @property
     def file_name(self) -> str:
@@ -98,44 +100,35 @@ class FileSystemView:
     # -- building --------------------------------------------------------------------------
     @classmethod
     def build(cls, storage: Storage, base_path: str, config: "TableConfig", timeline: Timeline,
-              partitions: list[str] | None = None) -> "FileSystemView":
-        parts = partitions if partitions is not None else list_partitions(storage, base_path,
-                                                                          config.is_partitioned)
+              partitions: list[str] | None = None, *, sizes: bool = True) -> "FileSystemView":
+        """The view of ``timeline``.  ``sizes=False`` lists file names only (no ``stat`` per data
+        file, the dominant cost on large tables) and leaves every ``size`` None: for callers
+        that only need names and slices (the clean planner)."""
+        with gc_paused():   # one object per data file (see gc_paused)
+            return cls._build(storage, base_path, config, timeline, partitions, sizes)
+
+    @classmethod
+    def _build(cls, storage: Storage, base_path: str, config: "TableConfig", timeline: Timeline,
+               partitions: list[str] | None, sizes: bool) -> "FileSystemView":
+        listed: dict[str, list[StoredName]] = {}
+        if partitions is None:
+            partitions, listed = discover_partitions(storage, base_path, config.is_partitioned, sizes=sizes)
         pending_compactions = frozenset(i.timestamp for i in timeline.pending_compactions())
         completion = timeline.completion_times()
+        committed = _Committed(timeline)
+        v6_pending = pending_compactions if config.layout is TimelineLayout.V1 else frozenset()
+        base_suffix = "." + config.base_file_format.lower()
         groups: list[FileGroup] = []
         skipped: list[str] = []
-        for partition in parts:
-            bases: dict[str, list[BaseFile]] = defaultdict(list)
-            logs: dict[str, list[LogFile]] = defaultdict(list)
-            folder = join(base_path, partition) if partition else base_path
-            for info in storage.list_dir(folder):
-                if info.is_dir:
-                    continue
-                try:
-                    if looks_like_log_file(info.name):
-                        ln = LogFileName.parse(info.name)
-                        if ln.extension == "log" and not ln.cdc and cls._log_visible(ln, config, timeline,
-                                                                                      pending_compactions):
-                            logs[ln.file_id].append(LogFile(ln, info.path, info.size))
-                    elif not info.name.startswith(".") and info.name.endswith("." + config.base_file_format.lower()):
-                        bn = BaseFileName.parse(info.name)
-                        if timeline.is_committed_or_archived(bn.instant):
-                            bases[bn.file_id].append(BaseFile(bn, info.path, info.size))
-                except FileNameError:
-                    skipped.append(info.path)
+        for partition in partitions:
+            files = listed.get(partition)
+            if files is None:
+                files = _list_files(storage, join(base_path, partition) if partition else base_path, sizes)
+            bases, logs = _collect(files, committed, v6_pending, base_suffix, skipped)
             for file_id in sorted(set(bases) | set(logs)):
                 groups.append(cls._group(partition, file_id, bases.get(file_id, []), logs.get(file_id, []),
                                          config.layout, completion))
-        return cls(config, timeline, tuple(parts), tuple(groups), pending_compactions, tuple(skipped))
-
-    @staticmethod
-    def _log_visible(ln: LogFileName, config: "TableConfig", timeline: Timeline, pending_compactions) -> bool:
-        if timeline.is_committed_or_archived(ln.instant):
-            return True
-        # v6 names logs by slice base instant: after a compaction is scheduled, new logs carry
-        # the compaction's instant while it is pending.  Their blocks are checked one by one.
-        return config.layout is TimelineLayout.V1 and ln.instant in pending_compactions
+        return cls(config, timeline, tuple(partitions), tuple(groups), pending_compactions, tuple(skipped))
 
     @staticmethod
     def _group(partition: str, file_id: str, bases: list[BaseFile], logs: list[LogFile],
@@ -146,23 +139,22 @@ class FileSystemView:
             # the first deterministically (rollback/markers clean the other up).
             by_instant.setdefault(b.name.instant, b)
         base_instants = sorted(by_instant)
-        slice_logs: dict[str, list[LogFile]] = defaultdict(list)
+        v1 = layout is TimelineLayout.V1
+        # per slice: (order key, log); logs are ordered by instant (v6) or completion time (v8+)
+        slice_logs: dict[str, list[tuple[tuple, LogFile]]] = defaultdict(list)
         for lf in logs:
-            if layout is TimelineLayout.V1:
-                key = lf.name.instant
+            name = lf.name
+            if v1:
+                first = key = name.instant
             else:
-                done = completion.get(lf.name.instant, lf.name.instant)
-                eligible = [b for b in base_instants if b <= done]
-                key = eligible[-1] if eligible else lf.name.instant
-            slice_logs[key].append(lf)
-
-        def log_order(lf: LogFile):
-            first = lf.name.instant if layout is TimelineLayout.V1 else completion.get(lf.name.instant, lf.name.instant)
-            return (first, lf.name.version, lf.name.write_token)
-
+                # the slice with the greatest base instant at or before the log's completion time
+                first = completion.get(name.instant, name.instant)
+                at = bisect_right(base_instants, first)
+                key = base_instants[at - 1] if at else name.instant
+            slice_logs[key].append(((first, name.version, name.write_token), lf))
         keys = sorted(set(base_instants) | set(slice_logs))
-        slices = tuple(FileSlice(partition, file_id, k, by_instant.get(k),
-                                 tuple(sorted(slice_logs.get(k, []), key=log_order))) for k in keys)
+        slices = tuple(FileSlice(partition, file_id, k, by_instant.get(k), _in_order(slice_logs.get(k, ())))
+                       for k in keys)
         return FileGroup(partition, file_id, slices)
 
     # -- queries -----------------------------------------------------------------------------
@@ -198,3 +190,53 @@ class FileSystemView:
                                   prev.log_files + s.log_files)
             out.append(s)
         return out
+
+
+def _in_order(keyed: list[tuple[tuple, LogFile]]) -> tuple[LogFile, ...]:
+    return tuple(lf for _, lf in sorted(keyed, key=itemgetter(0)))   # stable; never compares logs
+
+
+def _collect(files: list[StoredName], committed: _Committed, v6_pending: frozenset[str], base_suffix: str,
+             skipped: list[str]) -> tuple[dict[str, list[BaseFile]], dict[str, list[LogFile]]]:
+    """The visible base and log files of one partition, per file id; names that look like data
+    files but do not parse go to ``skipped``.  (This loop runs once per data file of the table.)
+
+    Visible: files of committed instants; and on v6 the logs of a pending compaction's new slice
+    (v6 names logs by slice base instant: after a compaction is scheduled, new logs carry the
+    compaction's instant while it is pending; their blocks are checked one by one)."""
+    bases: dict[str, list[BaseFile]] = defaultdict(list)
+    logs: dict[str, list[LogFile]] = defaultdict(list)
+    for name, path, size in files:
+        try:
+            if name[:1] == ".":
+                if ".log." in name and not name.endswith(".tmp"):       # looks_like_log_file
+                    ln = LogFileName.parse(name)
+                    if ln.extension == "log" and not ln.cdc and (committed[ln.instant] or ln.instant in v6_pending):
+                        logs[ln.file_id].append(unchecked(LogFile, {"name": ln, "path": path, "size": size}))
+            elif name.endswith(base_suffix):
+                bn = BaseFileName.parse(name)
+                if committed[bn.instant]:
+                    bases[bn.file_id].append(unchecked(BaseFile, {"name": bn, "path": path, "size": size}))
+        except FileNameError:
+            skipped.append(path)
+    return bases, logs
+
+
+def _list_files(storage: Storage, folder: str, sizes: bool) -> list[StoredName]:
+    """The plain files of one folder as (name, path, size or None)."""
+    if sizes:
+        return [(i.name, i.path, i.size) for i in storage.list_dir(folder) if not i.is_dir]
+    return [(n, f"{folder}/{n}", None) for n in storage.list_names(folder)]
+
+
+class _Committed(dict):
+    """instant -> whether data files named with it are committed (module docstring), asked of the
+    timeline once per instant: a partition holds many files of each instant."""
+
+    def __init__(self, timeline: Timeline):
+        super().__init__()
+        self._timeline = timeline
+
+    def __missing__(self, instant: str) -> bool:
+        committed = self[instant] = self._timeline.is_committed_or_archived(instant)
+        return committed

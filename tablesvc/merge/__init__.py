@@ -12,19 +12,30 @@ from tablesvc.merge.context import (
     SliceReadMetrics,
     SliceSpec,
 )
-from tablesvc.merge.merger import LogDeletes, is_natural_delete, merge_records
+from tablesvc.merge.merger import (
+    BaseMerge,
+    LogDeletes,
+    LogSide,
+    MergeCounts,
+    fold_log,
+    is_natural_delete,
+    merge_records,
+)
 from tablesvc.merge.schema import META_COLUMNS, align_table, output_schema
 from tablesvc.merge.slice_reader import (
     DEFAULT_BATCH_SIZE,
+    MergedSlice,
     iter_file_slice,
     log_inputs,
+    open_merged_slice,
     read_file_slice,
     read_file_slice_with_metrics,
 )
 
 __all__ = [
-    "BlockSelection", "COMMIT_TIME_ORDERING", "DEFAULT_BATCH_SIZE", "EVENT_TIME_ORDERING", "LogDeletes",
-    "META_COLUMNS", "ReadContext", "SelectedBlock", "SliceReadMetrics", "SliceSpec", "align_table",
-    "is_natural_delete", "iter_file_slice", "log_inputs", "merge_records", "output_schema", "read_file_slice",
-    "read_file_slice_with_metrics", "select_blocks", "select_from_contents",
+    "BaseMerge", "BlockSelection", "COMMIT_TIME_ORDERING", "DEFAULT_BATCH_SIZE", "EVENT_TIME_ORDERING", "LogDeletes",
+    "LogSide", "META_COLUMNS", "MergeCounts", "MergedSlice", "ReadContext", "SelectedBlock", "SliceReadMetrics",
+    "SliceSpec", "align_table", "fold_log", "is_natural_delete", "iter_file_slice", "log_inputs", "merge_records",
+    "open_merged_slice", "output_schema", "read_file_slice", "read_file_slice_with_metrics", "select_blocks",
+    "select_from_contents",
 ]

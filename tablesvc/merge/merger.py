@@ -1,8 +1,12 @@
-"""Record merge over already-collected inputs: base rows, then log blocks in order.
+"""Record merge: base rows, then log blocks in order.
+
+The log blocks are folded into one result per key first (``fold_log``, step 1 below); the
+base rows then meet that result one batch at a time (``BaseMerge``, step 2), so a base file
+never has to be in memory whole.  ``merge_records`` runs both steps over collected inputs.
 
 Everything per row is vectorised with pyarrow compute (sort_indices, take, filter,
-index_in/is_in); Python loops run only over *delete records* of delete blocks (and
-the base rows those deletes name), which are few.
+index_in/is_in) and numpy masks; Python loops run only over *delete records* of delete
+blocks (and the base rows those deletes name), which are few.
 
 The semantics follow Java's file group reader, which hudi-rs 0.5.0 (reader v2)
 ports, in two steps (docs/merge-semantics.md):
@@ -38,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -107,7 +112,9 @@ def _column(table: pa.Table, name: str | None) -> pa.Array | None:
     if name is None or table.schema.get_field_index(name) < 0:
         return None
     col = table.column(name)
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if isinstance(col, pa.ChunkedArray):
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    return col
 
 
 def _greatest_per_key(keys: pa.Array, rows: pa.Array, ordering: pa.Array | None) -> pa.Array:
@@ -140,21 +147,44 @@ def _take_py(array: pa.Array | None, positions: list[int]) -> list:
     return pc.take(array, pa.array(positions, pa.int64())).to_pylist()
 
 
-def merge_records(base: pa.Table | None, log_inputs: Sequence[LogInput], *, merge_mode: str,
-                  ordering_field: str | None, record_key_field: str = RECORD_KEY,
-                  append_only: bool = False, schema: pa.Schema | None = None) -> pa.Table:
-    """Merge ``base`` with ``log_inputs`` (data tables and ``LogDeletes``, in block order).
+# -- step 1: the log side --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LogSide:
+    """What the log blocks of a slice leave per record key (step 1), ready to meet base rows.
 
-    Every table must already have the same schema (``schema``, or the first table's).
-    Output: the surviving base rows in file order, then the surviving log records in
-    arrival order.  A base file alone is returned as written (no de-duplication, as
-    Hudi readers do); ``append_only`` concatenates everything and ignores deletes
-    (tables without meta fields).
+    ``lookup`` holds one key per log result: first the surviving log records (the rows of
+    ``records``, in arrival order), then the keys whose result is a natural tombstone, then the
+    keys whose result is a tombstone with a real ordering value (``real_tombs`` holds its value
+    and instant).  A key appears at most once, so one ``index_in`` against ``lookup`` tells a base
+    row everything the log side says about its key.
+
+    ``passthrough``: nothing to merge (no log records or deletes, or an append-only table):
+    base rows pass unchanged and ``records`` (every log row) follows them.
     """
-    if merge_mode not in MERGE_MODES:
-        raise InvalidInputError(f"merge mode {merge_mode!r} is not supported (only {', '.join(MERGE_MODES)})")
+
+    records: pa.Table
+    lookup: pa.Array
+    natural_tombs: int
+    real_tombs: tuple[tuple[Any, str], ...]
+    record_key_field: str
+    ordering_field: str | None       # set under event-time ordering only
+    commit_field: str | None
+    passthrough: bool
+    record_ordering: pa.Array | None = None      # ordering values of ``records`` (event time)
+
+    @property
+    def num_records(self) -> int:
+        return self.records.num_rows
+
+    def slots(self, keys: pa.Array) -> pa.Array:
+        """Position in ``lookup`` of each key (null: the log side does not touch it).  Each call
+        builds a hash table of ``lookup``: call it on large chunks of keys, not row by row."""
+        return pc.index_in(keys, value_set=self.lookup)
+
+
+def _split_inputs(log_inputs: Sequence[LogInput]) -> tuple[list[pa.Table], list[tuple[int, int, str, Any, str]]]:
+    """Data tables in block order, and deletes as (log rows before it, sequence, key, value, instant)."""
     logs: list[pa.Table] = []
-    # deletes as (log rows before it, sequence, key, ordering value, instant)
     deletes: list[tuple[int, int, str, Any, str]] = []
     log_rows = 0
     for item in log_inputs:
@@ -165,38 +195,69 @@ def merge_records(base: pa.Table | None, log_inputs: Sequence[LogInput], *, merg
         else:
             logs.append(item)
             log_rows += item.num_rows
-    if schema is None:
-        first = base if base is not None else (logs[0] if logs else None)
-        if first is None:
-            raise InvalidInputError("merge_records needs a schema when there are no data tables")
-        schema = first.schema
+    return logs, deletes
 
-    def conform(t: pa.Table) -> pa.Table:
-        return t if t.schema == schema else t.select(schema.names).cast(schema)
 
-    base_t = conform(base) if base is not None else schema.empty_table()
-    log_t = pa.concat_tables([conform(t) for t in logs]) if logs else schema.empty_table()
-    if append_only or (not logs and not deletes):
-        return pa.concat_tables([base_t, log_t])
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    return table if table.schema == schema else table.select(schema.names).cast(schema)
 
+
+def _require_keys(keys: pa.Array | None, where: str, record_key_field: str, schema: pa.Schema) -> pa.Array:
+    if keys is None:
+        raise InvalidInputError(f"record key field {record_key_field} is not among the columns {schema.names}")
+    if keys.null_count:
+        raise InvalidInputError(f"{keys.null_count} {where} row(s) have no {record_key_field}; "
+                                "records cannot be merged")
+    return keys
+
+
+def _real_deletes(deletes, cut, winners: pa.Array, winner_keys: pa.Array, log_t: pa.Table, log_ord: pa.Array,
+                  commit_col: str | None) -> tuple[dict[str, tuple[Any, str]], set[int]]:
+    """Deletes with a real ordering value after their key's last natural delete (event time):
+    the greatest value and its instant per key, and the positions in ``winners`` they beat."""
+    real: dict[str, tuple[Any, str]] = {}
+    beaten: set[int] = set()
+    run = [d for d in deletes if not is_natural_delete(d[3]) and (d[2] not in cut or (d[0], d[1]) > cut[d[2]])]
+    if not run:
+        return real, beaten
+    slots = pc.index_in(pa.array([d[2] for d in run], pa.utf8()).cast(winner_keys.type),
+                        value_set=winner_keys).to_pylist()
+    hit_rows = [winners[s].as_py() for s in slots if s is not None]
+    o_at = iter(_take_py(log_ord, hit_rows))
+    ct_at = iter(_take_py(_column(log_t, commit_col), hit_rows))
+    rows_at = iter(hit_rows)
+    for d, slot in zip(run, slots):
+        rows_before, _, key, value, instant = d
+        if slot is not None:
+            row, o_r, ct_r = next(rows_at), next(o_at), next(ct_at)
+            if _beats(value, instant, o_r, ct_r, delete_after_record=rows_before > row):
+                beaten.add(slot)
+        prev = real.get(key)
+        if prev is None or _not_less(value, prev[0]):
+            real[key] = (value, instant)
+    return real, beaten
+
+
+def fold_log(log_inputs: Sequence[LogInput], *, merge_mode: str, ordering_field: str | None, schema: pa.Schema,
+             record_key_field: str = RECORD_KEY, append_only: bool = False) -> LogSide:
+    """Step 1: fold the log blocks (data tables aligned to ``schema`` and ``LogDeletes``, in block
+    order) into one result per record key (see the module doc)."""
+    if merge_mode not in MERGE_MODES:
+        raise InvalidInputError(f"merge mode {merge_mode!r} is not supported (only {', '.join(MERGE_MODES)})")
+    logs, deletes = _split_inputs(log_inputs)
+    log_t = pa.concat_tables([_conform(t, schema) for t in logs]) if logs else schema.empty_table()
     # Without an ordering column there is nothing to order events by: commit time, as Java infers.
     event_time = (merge_mode == EVENT_TIME_ORDERING and ordering_field is not None
                   and schema.get_field_index(ordering_field) >= 0)
-    base_keys = _column(base_t, record_key_field)
-    log_keys = _column(log_t, record_key_field)
-    if base_keys is None or log_keys is None:
-        raise InvalidInputError(f"record key field {record_key_field} is not among the columns {schema.names}")
-    for where, keys in (("base", base_keys), ("log", log_keys)):
-        if keys.null_count:
-            raise InvalidInputError(f"{keys.null_count} {where} row(s) have no {record_key_field}; "
-                                    "records cannot be merged")
-    base_ord = _column(base_t, ordering_field) if event_time else None
+    commit_col = COMMIT_TIME if schema.get_field_index(COMMIT_TIME) >= 0 else None
+    if append_only or (not logs and not deletes):
+        return LogSide(log_t, pa.array([], pa.utf8()), 0, (), record_key_field,
+                       ordering_field if event_time else None, commit_col, passthrough=True)
+    log_keys = _require_keys(_column(log_t, record_key_field), "log", record_key_field, schema)
     log_ord = _column(log_t, ordering_field) if event_time else None
     if log_ord is not None and not any(check(log_ord.type) for check in _ORDERABLE):
         raise InvalidInputError(f"ordering field {ordering_field} has type {log_ord.type}, which has no order")
-    commit_col = COMMIT_TIME if schema.get_field_index(COMMIT_TIME) >= 0 else None
 
-    # -- 1. the log side -------------------------------------------------------------------
     # The last natural delete of a key cuts off every log arrival before it.
     cut: dict[str, tuple[int, int]] = {}
     for rows_before, seq, key, value, _ in deletes:
@@ -212,32 +273,14 @@ def merge_records(base: pa.Table | None, log_inputs: Sequence[LogInput], *, merg
     winners = _greatest_per_key(log_keys, candidates, log_ord)       # R per key (positions in log_t)
     winner_keys = pc.take(log_keys, winners)
 
-    # Deletes with a real ordering value after the key's last natural delete.
-    real: dict[str, tuple[Any, str]] = {}          # key -> (greatest value, its instant)
-    beaten: set[int] = set()                       # positions in ``winners`` replaced by a tombstone
+    real: dict[str, tuple[Any, str]] = {}
     if event_time:
-        run = [d for d in deletes if not is_natural_delete(d[3]) and (d[2] not in cut or (d[0], d[1]) > cut[d[2]])]
-        if run:
-            slots = pc.index_in(pa.array([d[2] for d in run], pa.utf8()).cast(log_keys.type),
-                                value_set=winner_keys).to_pylist()
-            hit_rows = [winners[s].as_py() for s in slots if s is not None]
-            o_at = iter(_take_py(log_ord, hit_rows))
-            ct_at = iter(_take_py(_column(log_t, commit_col), hit_rows))
-            rows_at = iter(hit_rows)
-            for d, slot in zip(run, slots):
-                rows_before, _, key, value, instant = d
-                if slot is not None:
-                    row, o_r, ct_r = next(rows_at), next(o_at), next(ct_at)
-                    if _beats(value, instant, o_r, ct_r, delete_after_record=rows_before > row):
-                        beaten.add(slot)
-                prev = real.get(key)
-                if prev is None or _not_less(value, prev[0]):
-                    real[key] = (value, instant)
-    if beaten:
-        positions = _arange(len(winners))
-        survive = pc.invert(pc.is_in(positions, value_set=pa.array(sorted(beaten), pa.int64())))
-        winners = pc.filter(winners, survive)
-        winner_keys = pc.filter(winner_keys, survive)
+        real, beaten = _real_deletes(deletes, cut, winners, winner_keys, log_t, log_ord, commit_col)
+        if beaten:
+            positions = _arange(len(winners))
+            survive = pc.invert(pc.is_in(positions, value_set=pa.array(sorted(beaten), pa.int64())))
+            winners = pc.filter(winners, survive)
+            winner_keys = pc.filter(winner_keys, survive)
     # tombstones: natural (the key's run has no record and no real delete) and real
     live: set[str] = set()      # keys with deletes whose log record still stands
     delete_keys = set(cut) | set(real)
@@ -246,43 +289,136 @@ def merge_records(base: pa.Table | None, log_inputs: Sequence[LogInput], *, merg
         has_record = pc.is_in(dk, value_set=winner_keys).to_pylist()
         live = {k for k, h in zip(dk.to_pylist(), has_record) if h}
     natural_tombs = [k for k in cut if k not in live and k not in real]
-    real_tombs = {k: v for k, v in real.items() if k not in live}
+    real_tombs = [(k, v) for k, v in real.items() if k not in live]
 
-    # -- 2. merge each base row with its key's log result ----------------------------------
-    n_base = base_t.num_rows
-    keep_base = pa.repeat(pa.scalar(True), n_base) if n_base else pa.array([], pa.bool_())
-    drop_winner = None
-    if n_base:
-        slot = pc.index_in(base_keys, value_set=winner_keys)
-        has_log = pc.is_valid(slot)
-        if event_time:
-            o_log = pc.take(pc.take(log_ord, winners), slot)
-            base_wins = pc.and_kleene(has_log, pc.and_kleene(
-                pc.is_valid(base_ord), pc.or_kleene(pc.is_null(o_log), pc.greater(base_ord, o_log))))
-            base_wins = pc.fill_null(base_wins, False)
-            drop_winner = pc.filter(slot, base_wins)
-            keep_base = pc.invert(pc.and_(has_log, pc.invert(base_wins)))
-        else:
-            keep_base = pc.invert(has_log)
-        if natural_tombs:
-            gone = pc.is_in(base_keys, value_set=pa.array(natural_tombs, pa.utf8()).cast(base_keys.type))
-            keep_base = pc.and_(keep_base, pc.invert(gone))
-        if real_tombs:
-            named = pc.is_in(base_keys, value_set=pa.array(list(real_tombs), pa.utf8()).cast(base_keys.type))
-            rows = pc.indices_nonzero(named).to_pylist()          # only base rows that deletes name
-            ks, os_, cts = (_take_py(base_keys, rows), _take_py(base_ord, rows),
-                            _take_py(_column(base_t, commit_col), rows))
-            removed = [r for r, k, o, ct in zip(rows, ks, os_, cts)
-                       if _beats(real_tombs[k][0], real_tombs[k][1], o, ct, delete_after_record=True)]
-            if removed:
-                positions = _arange(n_base)
-                keep_base = pc.and_(keep_base, pc.invert(pc.is_in(positions, value_set=pa.array(removed, pa.int64()))))
-    log_keep = winners
-    if drop_winner is not None and len(drop_winner):
-        positions = _arange(len(winners))
-        log_keep = pc.filter(winners, pc.invert(pc.is_in(positions, value_set=drop_winner.cast(pa.int64()))))
-    log_keep = pc.take(log_keep, pc.sort_indices(log_keep))
-    return pa.concat_tables([base_t.filter(keep_base), log_t.take(log_keep)])
+    records = log_t.take(pc.take(winners, pc.sort_indices(winners))).combine_chunks()   # arrival order
+    tomb_keys = pa.array(natural_tombs + [k for k, _ in real_tombs], pa.utf8()).cast(log_keys.type)
+    lookup = pa.concat_arrays([_column(records, record_key_field), tomb_keys])
+    return LogSide(records, lookup, len(natural_tombs), tuple(v for _, v in real_tombs), record_key_field,
+                   ordering_field if event_time else None, commit_col, passthrough=False,
+                   record_ordering=_column(records, ordering_field) if event_time else None)
+
+
+# -- step 2: base rows meet the log side, a batch at a time -----------------------------------------------
+@dataclass(frozen=True)
+class MergeCounts:
+    """What merging did to the base file (compaction's write stats)."""
+
+    base_rows: int = 0
+    inserts: int = 0          # log records whose key no base row has
+    updates: int = 0          # log records that replaced a base row
+    deletes: int = 0          # base rows a tombstone removed
+
+
+class BaseMerge:
+    """Step 2 over a base file read in batches, in file order; then ``tail()`` once.
+
+    Each base row meets its key's log result once.  A log record is emitted at the end unless
+    some base row of its key beat it (event time), so batches can be merged one at a time and
+    the output is the same as merging the whole base file at once: surviving base rows in file
+    order, then surviving log records in arrival order.
+    """
+
+    def __init__(self, log: LogSide):
+        self.log = log
+        self._beaten = np.zeros(log.num_records, dtype=bool)     # records a base row beat: not emitted
+        self._in_base = np.zeros(log.num_records, dtype=bool)    # records whose key a base row has
+        self._base_rows = 0
+        self._deleted = 0
+
+    def merge(self, batch: pa.Table, slots: pa.Array | None = None) -> pa.Table:
+        """The rows of ``batch`` (base rows, in the log side's schema) that survive.  ``slots``:
+        ``log.slots`` of the batch's keys when the caller looked them up already."""
+        self._base_rows += batch.num_rows
+        if self.log.passthrough or batch.num_rows == 0:
+            return batch
+        keys = _require_keys(_column(batch, self.log.record_key_field), "base", self.log.record_key_field,
+                             batch.schema)
+        slots = self.log.slots(keys) if slots is None else slots
+        if slots.null_count == len(slots):
+            return batch                                           # the log side touches no key here
+        remove = self._removed_rows(batch, pc.fill_null(slots, -1).to_numpy(zero_copy_only=False))
+        return batch.filter(pa.array(~remove)) if remove.any() else batch
+
+    def _removed_rows(self, batch: pa.Table, slots: np.ndarray) -> np.ndarray:
+        n_records, n_natural = self.log.num_records, self.log.natural_tombs
+        remove = (slots >= n_records) & (slots < n_records + n_natural)        # natural tombstones
+        self._deleted += int(remove.sum())
+        rows = np.flatnonzero((slots >= 0) & (slots < n_records))              # rows meeting a log record
+        if rows.size:
+            hit = slots[rows]
+            self._in_base[hit] = True
+            if self.log.ordering_field is not None:
+                base_wins = self._base_wins(batch, rows, hit)
+                self._beaten[hit[base_wins]] = True
+                rows = rows[~base_wins]
+            remove[rows] = True
+        real = np.flatnonzero(slots >= n_records + n_natural)
+        if real.size:
+            gone = real[self._beaten_by_real_tombs(batch, real, slots[real] - n_records - n_natural)]
+            remove[gone] = True
+            self._deleted += int(gone.size)
+        return remove
+
+    def _base_wins(self, batch: pa.Table, rows: np.ndarray, hit: np.ndarray) -> np.ndarray:
+        """Event time: a log record wins unless the base ordering value is strictly greater."""
+        base_o = pc.take(_column(batch, self.log.ordering_field), pa.array(rows))
+        log_o = pc.take(self.log.record_ordering, pa.array(hit))
+        wins = pc.and_kleene(pc.is_valid(base_o), pc.or_kleene(pc.is_null(log_o), pc.greater(base_o, log_o)))
+        return pc.fill_null(wins, False).to_numpy(zero_copy_only=False)
+
+    def _beaten_by_real_tombs(self, batch: pa.Table, rows: np.ndarray, tombs: np.ndarray) -> np.ndarray:
+        """Which of the base rows ``rows`` their key's real-valued tombstone removes (a Python loop:
+        only rows that such deletes name get here)."""
+        positions = rows.tolist()
+        values = _take_py(_column(batch, self.log.ordering_field), positions)
+        commit_times = _take_py(_column(batch, self.log.commit_field), positions)
+        out = []
+        for t, o, ct in zip(tombs.tolist(), values, commit_times):
+            value, instant = self.log.real_tombs[t]
+            out.append(_beats(value, instant, o, ct, delete_after_record=True))
+        return np.array(out, dtype=bool)
+
+    def tail(self) -> pa.Table:
+        """The log records no base row beat, in arrival order (after the last batch)."""
+        if self._beaten.any():
+            return self.log.records.filter(pa.array(~self._beaten))
+        return self.log.records
+
+    def counts(self) -> MergeCounts:
+        """Inserts, updates and deletes (after the last batch).  For a base file whose keys are
+        unique (Hudi's invariant) these equal comparing the output's keys with the base file's."""
+        emitted = ~self._beaten
+        if self.log.passthrough:
+            return MergeCounts(self._base_rows, self.log.num_records, 0, 0)
+        return MergeCounts(self._base_rows, int((emitted & ~self._in_base).sum()),
+                           int((emitted & self._in_base).sum()), self._deleted)
+
+
+def merge_records(base: pa.Table | None, log_inputs: Sequence[LogInput], *, merge_mode: str,
+                  ordering_field: str | None, record_key_field: str = RECORD_KEY,
+                  append_only: bool = False, schema: pa.Schema | None = None) -> pa.Table:
+    """Merge ``base`` with ``log_inputs`` (data tables and ``LogDeletes``, in block order).
+
+    Every table must already have the same schema (``schema``, or the first table's).
+    Output: the surviving base rows in file order, then the surviving log records in
+    arrival order.  A base file alone is returned as written (no de-duplication, as
+    Hudi readers do); ``append_only`` concatenates everything and ignores deletes
+    (tables without meta fields).  The slice reader runs the same two steps with the
+    base file streamed batch by batch (``fold_log`` + ``BaseMerge``).
+    """
+    if merge_mode not in MERGE_MODES:
+        raise InvalidInputError(f"merge mode {merge_mode!r} is not supported (only {', '.join(MERGE_MODES)})")
+    if schema is None:
+        first = base if base is not None else next((t for t in log_inputs if isinstance(t, pa.Table)), None)
+        if first is None:
+            raise InvalidInputError("merge_records needs a schema when there are no data tables")
+        schema = first.schema
+    log = fold_log(log_inputs, merge_mode=merge_mode, ordering_field=ordering_field, schema=schema,
+                   record_key_field=record_key_field, append_only=append_only)
+    merge = BaseMerge(log)
+    base_t = _conform(base, schema) if base is not None else schema.empty_table()
+    return pa.concat_tables([merge.merge(base_t), merge.tail()])
 
 
 def _not_less(a: Any, b: Any) -> bool:
@@ -292,4 +428,5 @@ def _not_less(a: Any, b: Any) -> bool:
         return True
 
 
-__all__ = ["LogDeletes", "LogInput", "is_natural_delete", "merge_records"]
+__all__ = ["BaseMerge", "LogDeletes", "LogInput", "LogSide", "MergeCounts", "fold_log", "is_natural_delete",
+           "merge_records"]

@@ -1,13 +1,22 @@
 """Reading one file slice: base parquet rows + selected log blocks, merged, in ``output_schema``.
 
-This is the one read path for snapshot queries, time travel and (later) compaction.
-Everything goes through the ``Storage`` interface, so it runs the same on a Spark
-executor as on the driver.
+This is the one read path for snapshot queries, time travel and compaction.  Everything goes
+through the ``Storage`` interface, so it runs the same on a Spark executor as on the driver.
+
+Memory is bounded by the log side, not by the base file: the selected log blocks (usually
+small next to the base file) are folded into one result per key first (``fold_log``), then
+the base file is read a batch at a time from an open file handle and each batch meets the log
+result (``BaseMerge``); the log records no base row beat follow the last batch.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
+import time
 from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,11 +25,33 @@ from tablesvc.errors import LogFormatError
 from tablesvc.logformat import BlockType, block_deletes, block_table
 from tablesvc.merge.blocks import BlockSelection, select_blocks
 from tablesvc.merge.context import ReadContext, SliceReadMetrics, SliceSpec
-from tablesvc.merge.merger import LogDeletes, LogInput, merge_records
-from tablesvc.merge.schema import align_table, output_schema, work_schema
+from tablesvc.merge.merger import BaseMerge, LogDeletes, LogInput, LogSide, MergeCounts, fold_log
+from tablesvc.merge.schema import align_array, align_table, output_schema, work_schema
 from timeline.storage import Storage
 
 DEFAULT_BATCH_SIZE = 65_536
+# Memory: the constants below hold a compaction of a 5.5M-row, 250 MiB file group (3 x 10 MiB of
+# Avro logs) to about 220 MiB of resident memory over the process's idle size
+# (tests/benchmarks/test_bench_memory.py at scale 1).
+#
+# Base rows read and merged at a time: bounds the decoded base rows held at once.
+MERGE_BATCH_ROWS = 16_384
+# Base keys looked up per ``index_in`` call.  Each call builds a hash table of every log key (it
+# costs a few times more per key than probing one base key), so keys are looked up in chunks of
+# at least this many rows and at least LOOKUP_CHUNK_FACTOR times the log keys: the builds then
+# cost no more than the probes.  Only the key column is held for a chunk.
+KEY_CHUNK_ROWS = 1 << 18
+LOOKUP_CHUNK_FACTOR = 2
+# Bytes per read from the base file: columns are read through small buffers, not whole row groups.
+_READ_BUFFER = 1 << 20
+# Decoding on the calling thread only: Arrow's allocator cannot hand back pages that its worker
+# threads freed (they stay with those threads' heaps), and a Spark task has one core anyway.
+_READ_THREADS = False
+# Base rows between two hand-backs of Arrow's freed pages (``release_unused``): mimalloc otherwise
+# holds about twice the bytes in use while batches come and go.
+RELEASE_EVERY_ROWS = 1 << 18
+# Log records from which the memory freed by decoding them is handed back before the base file streams.
+RELEASE_AFTER_RECORDS = 50_000
 
 
 def _storage(storage: Storage | None, ctx: ReadContext) -> Storage:
@@ -31,19 +62,21 @@ def _storage(storage: Storage | None, ctx: ReadContext) -> Storage:
     return storage_for(ctx.base_path)
 
 
-def _open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
+def _open_parquet(storage: Storage, path: str, files: ExitStack) -> pq.ParquetFile:
+    """``path`` as a ParquetFile reading from an open handle (closed with ``files``); storages
+    without ``open_read`` are read whole into memory."""
     try:
-        return pq.ParquetFile(pa.BufferReader(storage.read_bytes(path)))
+        open_read = getattr(storage, "open_read", None)
+        source = files.enter_context(open_read(path)) if open_read else pa.BufferReader(storage.read_bytes(path))
+        return pq.ParquetFile(source, pre_buffer=False, buffer_size=_READ_BUFFER)
     except (pa.ArrowException, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
         raise LogFormatError(f"{path}: base file does not read as parquet: {exc}") from exc
 
 
-def _read_base(storage: Storage, path: str, schema: pa.Schema) -> pa.Table:
-    pf = _open_parquet(storage, path)
-    present = [n for n in schema.names if pf.schema_arrow.get_field_index(n) >= 0]
-    return align_table(pf.read(columns=present), schema)
+def _present(pf: pq.ParquetFile, schema: pa.Schema) -> list[str]:
+    return [n for n in schema.names if pf.schema_arrow.get_field_index(n) >= 0]
 
 
 def log_inputs(selection: BlockSelection, schema: pa.Schema) -> tuple[list[LogInput], int, int]:
@@ -64,25 +97,213 @@ def log_inputs(selection: BlockSelection, schema: pa.Schema) -> tuple[list[LogIn
     return inputs, records, deletes
 
 
+# -- the base file, batch by batch --------------------------------------------------------------------
+class _KeySlots:
+    """The log-side slots (``LogSide.slots``) of the base file's keys, in file order, computed a
+    large chunk of keys at a time from a key-column-only reader and handed out ``take(n)`` rows
+    at a time to follow the batches of the main reader."""
+
+    def __init__(self, key_batches: Iterator[pa.RecordBatch] | None, chunk_rows: int, log: LogSide,
+                 key_type: pa.DataType, total_rows: int):
+        self._batches = key_batches
+        self._chunk_rows = chunk_rows
+        self._log = log
+        self._key_type = key_type
+        self._missing_rows = total_rows           # the file has no key column: every key is null
+        self._keys: pa.ChunkedArray | None = None
+        self._slots: pa.ChunkedArray | None = None
+        self._at = 0
+
+    def _next_chunk(self) -> None:
+        if self._batches is None:
+            n, self._missing_rows = self._missing_rows, 0
+            pieces = [pa.nulls(n, self._key_type)]
+        else:
+            pieces, rows = [], 0
+            for batch in self._batches:
+                pieces.append(align_array(batch.column(0), self._key_type))
+                rows += batch.num_rows
+                if rows >= self._chunk_rows:
+                    break
+        # chunked, not combined: the keys are held once
+        self._keys = pa.chunked_array(pieces, self._key_type)
+        self._slots, self._at = self._log.slots(self._keys), 0
+
+    def take(self, n: int) -> tuple[pa.ChunkedArray, pa.Array]:
+        """(keys, slots) of the next ``n`` base rows."""
+        keys: list[pa.Array] = []
+        slots: list[pa.Array] = []
+        while n > 0:
+            if self._keys is None or self._at == len(self._keys):
+                self._next_chunk()
+                if len(self._keys) == 0:
+                    raise LogFormatError("base file: the key column has fewer rows than the file")
+            step = min(n, len(self._keys) - self._at)
+            keys += self._keys.slice(self._at, step).chunks
+            slots += self._slots.slice(self._at, step).chunks
+            self._at += step
+            n -= step
+        return pa.chunked_array(keys, self._key_type), pa.concat_arrays(slots)
+
+
+def _base_batches(storage: Storage, path: str, schema: pa.Schema, log: LogSide, files: ExitStack,
+                  batch_rows: int) -> Iterator[tuple[pa.Table, pa.Array | None]]:
+    """The base file in ``schema``, ``batch_rows`` rows at a time, with the log-side slots of
+    each batch's keys (None when the log side has nothing to merge)."""
+    pf = _open_parquet(storage, path, files)
+    present = _present(pf, schema)
+    if log.passthrough:
+        batches = pf.iter_batches(batch_size=batch_rows, columns=present, use_threads=_READ_THREADS)
+        for batch in _released(batches):
+            yield align_table(pa.Table.from_batches([batch]), schema), None
+        return
+    key = log.record_key_field
+    chunk_rows = max(KEY_CHUNK_ROWS, LOOKUP_CHUNK_FACTOR * len(log.lookup))
+    key_batches = None
+    if key in present:
+        # A second reader over its own handle reads the key column alone, for the chunked lookups.
+        key_batches = _open_parquet(storage, path, files).iter_batches(batch_size=batch_rows, columns=[key],
+                                                                      use_threads=_READ_THREADS)
+    key_slots = _KeySlots(key_batches, chunk_rows, log, schema.field(key).type, pf.metadata.num_rows)
+    others = [n for n in present if n != key]
+    if not others:
+        for start in range(0, pf.metadata.num_rows, batch_rows):
+            keys, slots = key_slots.take(min(batch_rows, pf.metadata.num_rows - start))
+            yield align_table(pa.table({key: keys}), schema), slots
+        return
+    for batch in _released(pf.iter_batches(batch_size=batch_rows, columns=others, use_threads=_READ_THREADS)):
+        keys, slots = key_slots.take(batch.num_rows)
+        table = pa.Table.from_batches([batch]).append_column(key, keys)
+        yield align_table(table, schema), slots
+
+
+# -- memory ------------------------------------------------------------------------------------------------
+def _libc_malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim       # glibc only
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _libc_malloc_trim()
+
+
+def _return_free_memory() -> None:
+    """Give memory that is free but still held back to the OS, so that the peaks of successive
+    phases do not add up in the resident size: Arrow's allocator (mimalloc by default) keeps
+    freed pages for reuse, and glibc keeps the heap that the Avro decoder's Python objects used."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+def _released(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, handing Arrow's freed pages back every ``RELEASE_EVERY_ROWS`` rows."""
+    rows = 0
+    for batch in batches:
+        yield batch
+        rows += batch.num_rows
+        if rows >= RELEASE_EVERY_ROWS:
+            pa.default_memory_pool().release_unused()
+            rows = 0
+
+
+# -- one slice, streamed ---------------------------------------------------------------------------------
+class MergedSlice:
+    """One file slice merged, as a stream of tables in ``output_schema(ctx)``.
+
+    Built by ``open_merged_slice``, which selects and folds the log blocks at once (a corrupt
+    log raises there); ``tables()`` then streams the base file.  ``metrics`` and ``counts`` are
+    complete once ``tables()`` is exhausted.
+    """
+
+    def __init__(self, storage: Storage, spec: SliceSpec, ctx: ReadContext, log: LogSide,
+                 log_metrics: SliceReadMetrics, batch_rows: int):
+        self._storage = storage
+        self._spec = spec
+        self._schema = output_schema(ctx)
+        # Without anything to merge only the output columns are read (a projection stays narrow).
+        self._read_schema = self._schema if log.passthrough else work_schema(ctx)
+        self._merge = BaseMerge(log)
+        self._batch_rows = batch_rows
+        self._output_rows = 0
+        self._done = False
+        self.read_seconds = 0.0         # time spent reading and merging (not consuming) the rows
+        self._log_metrics = log_metrics
+
+    def _project(self, table: pa.Table) -> pa.Table:
+        return pa.Table.from_arrays([table.column(n) for n in self._schema.names], schema=self._schema)
+
+    def _merged(self) -> Iterator[pa.Table]:
+        with ExitStack() as files:
+            if self._spec.base_file:
+                for batch, slots in _base_batches(self._storage, self._spec.base_file, self._read_schema,
+                                                  self._merge.log, files, self._batch_rows):
+                    yield self._merge.merge(batch, slots)
+        yield self._merge.tail()
+
+    def tables(self) -> Iterator[pa.Table]:
+        """The merged rows: surviving base rows in file order, then the surviving log records in
+        arrival order; no empty tables.  Can be iterated once."""
+        if self._done:
+            raise RuntimeError(f"{self._spec.file_id}: the merged slice was already read")
+        self._done = True
+        rows = self._merged()
+        try:
+            while True:
+                started = time.perf_counter()
+                table = next(rows, None)
+                self.read_seconds += time.perf_counter() - started
+                if table is None:
+                    return
+                if table.num_rows:
+                    self._output_rows += table.num_rows
+                    yield self._project(table)
+        finally:
+            rows.close()            # closes the base file handles when the consumer stops early
+
+    @property
+    def metrics(self) -> SliceReadMetrics:
+        return replace(self._log_metrics, base_rows=self._merge.counts().base_rows, output_rows=self._output_rows)
+
+    @property
+    def counts(self) -> MergeCounts:
+        """Inserts, updates and deletes against the base file (see ``BaseMerge.counts``)."""
+        return self._merge.counts()
+
+
+def _fold_slice_logs(storage: Storage, spec: SliceSpec, ctx: ReadContext) -> tuple[LogSide, SliceReadMetrics]:
+    """The slice's log side, and the log half of its metrics (the blocks' bytes are not kept)."""
+    selection = select_blocks(storage, spec.log_files, ctx)
+    inputs, n_records, n_deletes = log_inputs(selection, work_schema(ctx))
+    log = fold_log(inputs, merge_mode=ctx.effective_merge_mode, ordering_field=ctx.ordering_field,
+                   schema=work_schema(ctx), record_key_field=ctx.record_key_field, append_only=ctx.append_only)
+    metrics = SliceReadMetrics(
+        log_files=selection.log_files, log_blocks_read=len(selection.blocks), log_blocks_skipped=selection.skipped,
+        log_blocks_rolled_back=selection.rolled_back, log_blocks_superseded=selection.superseded,
+        command_blocks=selection.command_blocks, log_records=n_records, log_deletes=n_deletes,
+        corrupt_spans=selection.corrupt_spans)
+    return log, metrics
+
+
+def open_merged_slice(storage: Storage | None, spec: SliceSpec, ctx: ReadContext,
+                      batch_rows: int | None = None) -> MergedSlice:
+    """Select and fold the slice's log blocks now; stream the base file from ``tables()``."""
+    storage = _storage(storage, ctx)
+    log, log_metrics = _fold_slice_logs(storage, spec, ctx)
+    if log_metrics.log_records >= RELEASE_AFTER_RECORDS:
+        _return_free_memory()        # what decoding the log blocks freed, before the base file streams
+    return MergedSlice(storage, spec, ctx, log, log_metrics, batch_rows or MERGE_BATCH_ROWS)
+
+
 def read_file_slice_with_metrics(storage: Storage | None, spec: SliceSpec,
                                  ctx: ReadContext) -> tuple[pa.Table, SliceReadMetrics]:
     """The merged rows of one file slice (deletes applied, ``output_schema(ctx)``) and what it took."""
-    storage = _storage(storage, ctx)
-    out = output_schema(ctx)
-    work = work_schema(ctx)
-    base = _read_base(storage, spec.base_file, work) if spec.base_file else None
-    selection = select_blocks(storage, spec.log_files, ctx)
-    inputs, n_records, n_deletes = log_inputs(selection, work)
-    merged = merge_records(base, inputs, merge_mode=ctx.effective_merge_mode, ordering_field=ctx.ordering_field,
-                           record_key_field=ctx.record_key_field, append_only=ctx.append_only, schema=work)
-    result = pa.Table.from_arrays([merged.column(n) for n in out.names], schema=out)
-    metrics = SliceReadMetrics(
-        base_rows=base.num_rows if base is not None else 0, log_files=selection.log_files,
-        log_blocks_read=len(selection.blocks), log_blocks_skipped=selection.skipped,
-        log_blocks_rolled_back=selection.rolled_back, log_blocks_superseded=selection.superseded,
-        command_blocks=selection.command_blocks, log_records=n_records, log_deletes=n_deletes,
-        corrupt_spans=selection.corrupt_spans, output_rows=result.num_rows)
-    return result, metrics
+    merged = open_merged_slice(storage, spec, ctx)
+    parts = list(merged.tables())
+    result = pa.concat_tables(parts) if parts else output_schema(ctx).empty_table()
+    return result, merged.metrics
 
 
 def read_file_slice(storage: Storage | None, spec: SliceSpec, ctx: ReadContext) -> pa.Table:
@@ -92,25 +313,13 @@ def read_file_slice(storage: Storage | None, spec: SliceSpec, ctx: ReadContext) 
 
 def iter_file_slice(storage: Storage | None, spec: SliceSpec, ctx: ReadContext,
                     batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
-    """Record batches of at most ``batch_size`` rows.
-
-    A slice whose log blocks all drop out (or that has none) streams its base file
-    row group by row group; otherwise the slice is merged in memory first (merging
-    needs every version of a key).
-    """
+    """Record batches of at most ``batch_size`` rows (no empty ones), merged as ``read_file_slice``
+    merges them, with the base file streamed a batch at a time."""
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
-    storage = _storage(storage, ctx)
-    out = output_schema(ctx)
-    selection = select_blocks(storage, spec.log_files, ctx) if spec.log_files else None
-    if spec.base_file and (selection is None or not selection.blocks):
-        pf = _open_parquet(storage, spec.base_file)
-        present = [n for n in out.names if pf.schema_arrow.get_field_index(n) >= 0]
-        for batch in pf.iter_batches(batch_size=batch_size, columns=present):
-            yield from align_table(pa.Table.from_batches([batch]), out).to_batches(max_chunksize=batch_size)
-        return
-    table = read_file_slice(storage, spec, ctx)
-    yield from table.to_batches(max_chunksize=batch_size)
+    for table in open_merged_slice(storage, spec, ctx).tables():
+        yield from table.to_batches(max_chunksize=batch_size)
 
 
-__all__ = ["DEFAULT_BATCH_SIZE", "iter_file_slice", "log_inputs", "read_file_slice", "read_file_slice_with_metrics"]
+__all__ = ["DEFAULT_BATCH_SIZE", "MergedSlice", "iter_file_slice", "log_inputs", "open_merged_slice",
+           "read_file_slice", "read_file_slice_with_metrics"]

@@ -14,11 +14,15 @@ nothing is due reads the timeline only: no Spark job, no file listing.
 from __future__ import annotations
 
 from tablesvc.config.loader import ServiceConfig
-from tablesvc.services.result import ServiceResult
+from tablesvc.services.result import ServiceResult, Status
+from timeline.active import Timeline
 
 
 def run_inline_services(table, config: ServiceConfig, spark=None) -> list[ServiceResult]:
     results: list[ServiceResult] = []
+    # One load answers every "is it due?" below; a service that ran moved the table, and the
+    # next decision loads afresh.  (The timeline was loaded three times per decision before.)
+    timeline: Timeline | None = None
     inline = config.get("hoodie.compact.inline")
     schedule_only = config.get("hoodie.compact.schedule.inline")
     if (inline or schedule_only) and table.config.is_mor:
@@ -26,16 +30,15 @@ def run_inline_services(table, config: ServiceConfig, spark=None) -> list[Servic
 
         from timeline.instant_time import resolve_timezone
 
-        due, reason = compaction_due(table.timeline(), config, table.clock,
-                                     tz=resolve_timezone(table.config.timezone))
+        timeline = table.timeline()
+        due, reason = compaction_due(timeline, config, table.clock, tz=resolve_timezone(table.config.timezone))
         if due:
             scheduled = schedule_compaction(table, config)
             results.append(scheduled)
             if inline and scheduled.instant:
                 results.extend(run_compaction(table, scheduled.instant, spark=spark, config=config))
+            timeline = None
         else:
-            from tablesvc.services.result import Status
-
             results.append(ServiceResult("compaction", Status.NOTHING_TO_DO, None, reason))
     if config.get("hoodie.log.compaction.inline") and table.config.is_mor:
         from tablesvc.services.log_compaction import run_log_compaction, schedule_log_compaction
@@ -44,8 +47,25 @@ def run_inline_services(table, config: ServiceConfig, spark=None) -> list[Servic
         results.append(scheduled)
         if scheduled.instant:
             results.extend(run_log_compaction(table, scheduled.instant, spark=spark, config=config))
+            timeline = None
     if config.get("hoodie.clean.automatic"):
-        from tablesvc.services.clean import run_clean
-
-        results.extend(run_clean(table, config))
+        results.extend(_clean(table, config, timeline or table.timeline()))
     return results
+
+
+def _clean(table, config: ServiceConfig, timeline: Timeline) -> list[ServiceResult]:
+    """``run_clean``, except that when ``timeline`` alone shows nothing to clean (no pending
+    clean; the earliest commit to retain has not moved) the answer comes from it, with no
+    second and third load: the result ``run_clean`` gives then, and the same leftover sweep."""
+    from tablesvc.services.clean import run_clean
+    from tablesvc.services.clean.planner import nothing_to_clean
+    from tablesvc.services.rollback.executor import remove_leftovers
+    from timeline.instant import Action
+
+    if table.config.has_metadata_table or timeline.pending(Action.CLEAN):
+        return run_clean(table, config)     # refuses the table / finishes the pending cleans first
+    reason = nothing_to_clean(table, config, timeline)
+    if reason is None:
+        return run_clean(table, config)
+    remove_leftovers(table)
+    return [ServiceResult("clean", Status.NOTHING_TO_DO, None, reason, {"partitions_scanned": 0})]

@@ -5,13 +5,15 @@ Steps, and what a crash at each one leaves (docs/write-path.md has the full tabl
 1. Validate and reconcile the schema on the driver (nothing written yet; a bad batch is
    refused with exit code 2).
 2. ``T.deltacommit.requested`` then ``.inflight``; a heartbeat starts beating for T.
-3. Tag: one ``mapInArrow`` pass adds the record key, the partition path and the file
-   group (bucket index: a hash of the key; lookup index: a join with the keys of the
-   latest file slices).
-4. Write: ``groupBy(partition, file group).applyInArrow`` — one task per file group
-   dedupes the batch by key and writes a base file (new group) or one log file
-   (existing group); a marker is created before each file, each file appears whole.
-   Tasks return write stats only.
+3. Route: every row gets its partition path and file group.  Bucket index (and inserts,
+   which go to new groups): Spark expressions where the key and partition fields allow
+   (the bucket hash is Java's own ``String.hashCode``), else an Arrow UDF over the key and
+   partition columns only.  Lookup index: a ``mapInArrow`` tag pass adds the key too, then
+   a join with the keys of the latest file slices.
+4. Write: ``groupBy(partition, file group).applyInArrow`` — one file group at a time: it
+   computes the record keys (and checks the routing), dedupes the batch by key and writes a
+   base file (new group) or one log file (existing group); a marker is created before each
+   file, each file appears whole.  Tasks return write stats only.
 5. Reconcile: files that have a marker but no write stat (failed task attempts) are
    deleted.
 6. Complete ``T`` under the table lock with commit metadata (every write stat and the
@@ -31,16 +33,17 @@ from dataclasses import asdict, dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tablesvc.errors import InvalidInputError, UnsupportedTableError
+from tablesvc.errors import InvalidInputError, TablesvcError, UnsupportedTableError
 from tablesvc.fsview.names import new_file_id
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
 from tablesvc.spark.read_job import specs_dataframe
 from tablesvc.spark.session import task_identity
 from tablesvc.storage import storage_for
-from tablesvc.write import (BucketSpec, FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id,
-                            bucket_of_file_id, combine_in_batch, delete_markers, list_markers,
-                            reconcile_schema, write_file_group)
+from tablesvc.write import (DEFAULT_PARTITION_PATH, BucketSpec, FileGroupTarget, KeySpec, WriteContext,
+                            add_key_columns, bucket_file_id, bucket_of_file_id, combine_in_batch, delete_markers,
+                            list_markers, reconcile_schema, write_file_group)
+from tablesvc.write.keys import EMPTY_KEY_PLACEHOLDER, NULL_KEY_PLACEHOLDER
 from timeline.heartbeat import Heartbeat
 from timeline.instant import Action
 from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
@@ -49,6 +52,7 @@ from timeline.storage import join
 FG_COLUMN = "_tablesvc_file_group"
 KEY, PARTITION = "_hoodie_record_key", "_hoodie_partition_path"
 NEW_GROUP = ""  # file-group column value for keys the lookup index did not find
+_ROUTE = "_tablesvc_route"
 
 
 class Operation(enum.Enum):
@@ -105,6 +109,7 @@ def _check_columns(incoming: pa.Schema, table, operation: Operation) -> None:
 
 
 def _tag_batches(key_spec: KeySpec, bucket: BucketSpec | None):
+    """``mapInArrow`` body: every row plus its key, partition path and bucket (lookup path, old Spark)."""
     def run(batches):
         for batch in batches:
             keyed = add_key_columns(batch, key_spec)
@@ -116,8 +121,180 @@ def _tag_batches(key_spec: KeySpec, bucket: BucketSpec | None):
     return run
 
 
+def _route_rows(key_spec: KeySpec, bucket: BucketSpec | None):
+    """Arrow UDF body: the (partition path, bucket) of every row, from its key and partition fields
+    only; the bucket is null without a bucket index (an insert: one new file group per partition)."""
+    def run(fields: pa.Array) -> pa.Array:  # a struct of those columns -> a struct; Spark reads the hints
+        keyed = add_key_columns(pa.RecordBatch.from_struct_array(fields), key_spec)
+        if bucket is not None:
+            fg = pc.cast(bucket.bucket_ids(keyed.column(KEY), key_spec.record_key_fields), pa.string())
+        else:
+            fg = pa.nulls(keyed.num_rows, pa.string())
+        return pa.StructArray.from_arrays([keyed.column(PARTITION), fg], names=[PARTITION, FG_COLUMN])
+    return run
+
+
+def _routed(df, key_spec: KeySpec, bucket: BucketSpec | None):
+    """``df`` with the partition path and file-group columns the write groups by, or None on a
+    Spark without Arrow UDFs (before 4.1).
+
+    Where the file group is a function of the key (bucket index, or an insert into new groups)
+    but the JVM cannot compute it (``_jvm_route``): an Arrow UDF sees just the key and partition
+    columns and returns two short strings, so whole rows cross to Python once, in the write
+    tasks, instead of three times (tag pass out and back, then the write).  The write task
+    computes the record keys again: cheaper than shipping them through the shuffle.
+    """
+    try:
+        from pyspark.sql.functions import arrow_udf
+    except ImportError:
+        return None
+    from pyspark.sql import functions as F
+
+    tops = dict.fromkeys(f.split(".", 1)[0] for f in (*key_spec.record_key_fields, *key_spec.partition_fields))
+    fields = F.struct(*[F.col("`" + name.replace("`", "``") + "`") for name in tops])
+    route = arrow_udf(_route_rows(key_spec, bucket), f"`{PARTITION}` string, `{FG_COLUMN}` string")
+    routed = df.withColumn(_ROUTE, route(fields))
+    return routed.withColumns({PARTITION: F.col(f"{_ROUTE}.{PARTITION}"),
+                               FG_COLUMN: F.col(f"{_ROUTE}.{FG_COLUMN}")}).drop(_ROUTE)
+
+
+# -- routing in the JVM -----------------------------------------------------------------------
+#
+# Where the key and partition fields are strings, integers or booleans (their Spark and Java
+# spellings agree), the partition path and the bucket are Spark expressions, and no row crosses
+# to Python before the write tasks.  The bucket takes Java's ``String.hashCode`` from the JVM
+# itself (``reflect`` of ``java.util.Objects.hashCode``); the ``List.hashCode`` around it is
+# 64-bit integer arithmetic masked to 32 bits.  The write task recomputes both in Python and
+# refuses a row routed elsewhere (``_check_routing``), so a difference can fail a write but
+# never split a file group.
+
+_JVM_KEY_TYPES = ("string", "tinyint", "smallint", "int", "bigint", "boolean")
+_MASK32 = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class _JvmRoute:
+    partition: object   # Column: the partition path, as keys.partition_paths makes it
+    file_group: object  # Column: the bucket (string), or a null string without a bucket index
+    exact: object       # Column (boolean): False for a key Hudi's parsing could read otherwise
+
+
+def _spark_column(schema, name: str):
+    """``(Column, simple type name)`` for a key or partition field (``a.b`` reaches into structs,
+    as keys.py does), or None when absent."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    def quoted(parts):
+        return F.col(".".join("`" + p.replace("`", "``") + "`" for p in parts))
+
+    if name in schema.names:
+        return quoted([name]), schema[name].dataType.simpleString()
+    parts, current = name.split("."), schema
+    for part in parts:
+        if not isinstance(current, StructType) or part not in current.names:
+            return None
+        current = current[part].dataType
+    return quoted(parts), current.simpleString()
+
+
+def _jvm_strings(schema, name: str):
+    """The field's values as strings in Spark, where they spell as keys.value_strings spells them."""
+    found = _spark_column(schema, name)
+    if found is None or found[1] not in _JVM_KEY_TYPES:
+        return None
+    return found[0].cast("string")
+
+
+def _java_string_hash(value):
+    from pyspark.sql import functions as F
+
+    return F.reflect(F.lit("java.util.Objects"), F.lit("hashCode"), value).cast("bigint")
+
+
+def _jvm_partition_path(schema, spec: KeySpec):
+    from pyspark.sql import functions as F
+
+    if not spec.partition_fields:
+        return F.lit("")
+    if spec.url_encode:
+        return None
+    parts = []
+    for field in spec.partition_fields:
+        value = _jvm_strings(schema, field)
+        if value is None:
+            return None
+        value = F.when(value.isNull() | (value == ""), F.lit(DEFAULT_PARTITION_PATH)).otherwise(value)
+        parts.append(F.concat(F.lit(f"{field}="), value) if spec.hive_style else value)
+    return F.concat_ws("/", *parts)
+
+
+def _jvm_bucket(schema, spec: KeySpec, bucket: BucketSpec):
+    """``(bucket as a string, exact)`` Columns, or None for key types Spark spells differently."""
+    from pyspark.sql import functions as F
+
+    fields = spec.record_key_fields
+    values = [_jvm_strings(schema, f) for f in fields]
+    if any(v is None for v in values) or any("," in f or ":" in f for f in fields):
+        return None
+    if len(fields) == 1 and not spec.encode_single_key_field_name:
+        key = values[0]
+        list_hash = F.lit(31) + _java_string_hash(key)  # [key].hashCode()
+        exact = ~(key.contains(",") & key.contains(":"))  # else Hudi reads field:value pairs
+    elif len(fields) == 1:
+        shown = F.when(values[0].isNull(), F.lit(NULL_KEY_PLACEHOLDER)).when(
+            values[0] == "", F.lit(EMPTY_KEY_PLACEHOLDER)).otherwise(values[0])
+        list_hash = F.lit(31) + _java_string_hash(F.concat(F.lit(f"{fields[0]}:"), shown))
+        exact = ~shown.contains(",")  # "f:v" without ',' is hashed whole
+    else:
+        # "f1:v1,f2:v2": Hudi hashes the hash fields' values, placeholders as null / "" (hash 0).
+        wanted = set(bucket.hash_fields)
+        take_all = not wanted or wanted == {""}
+        list_hash = F.lit(1).cast("bigint")
+        for field, value in zip(fields, values):
+            if take_all or field in wanted:
+                blank = value.isNull() | value.isin("", NULL_KEY_PLACEHOLDER, EMPTY_KEY_PLACEHOLDER)
+                element = F.when(blank, F.lit(0).cast("bigint")).otherwise(_java_string_hash(value))
+                list_hash = (list_hash * 31 + element).bitwiseAND(F.lit(_MASK32))
+        exact = F.lit(True)
+        for value in values:  # a value holding ',' or ':' moves Hudi's split points
+            exact = exact & ~F.coalesce(value.contains(",") | value.contains(":"), F.lit(False))
+    ids = list_hash.bitwiseAND(F.lit(0x7FFFFFFF)) % F.lit(bucket.num_buckets)
+    return ids.cast("string"), F.coalesce(exact, F.lit(True))
+
+
+def _jvm_route(schema, spec: KeySpec, bucket: BucketSpec | None) -> _JvmRoute | None:
+    from pyspark.sql import functions as F
+
+    partition = _jvm_partition_path(schema, spec)
+    if partition is None:
+        return None
+    if bucket is None:
+        return _JvmRoute(partition, F.lit(None).cast("string"), F.lit(True))
+    found = _jvm_bucket(schema, spec, bucket)
+    if found is None:
+        return None
+    return _JvmRoute(partition, found[0], found[1])
+
+
+def _check_routing(records: pa.Table, partition: str, bucket_text: str | None, bucket: BucketSpec | None,
+                   key_spec: KeySpec) -> None:
+    """Every row of a group must belong to the group's file group; a row routed elsewhere would
+    leave its file group written by two tasks."""
+    wrong = pc.invert(pc.equal(records.column(PARTITION), partition))
+    if bucket is not None:
+        ids = bucket.bucket_ids(records.column(KEY), key_spec.record_key_fields)
+        wrong = pc.or_(wrong, pc.not_equal(ids, int(bucket_text)))
+    if pc.any(wrong).as_py():
+        row = pc.index(wrong, True).as_py()
+        raise TablesvcError(f"row {row} was routed to file group ({partition!r}, {bucket_text}) but belongs "
+                            "elsewhere: Spark's partition path or bucket differs from tablesvc's")
+
+
 def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, ordering_field: str | None,
-                  data_columns: tuple[str, ...]):
+                  data_columns: tuple[str, ...], key_spec: KeySpec):
+    """The write of one file group's rows (all of one partition path and file-group value):
+    keys, routing check, dedupe, then ``write_file_group``; returns its write stats."""
     def run(group: pa.Table) -> pa.Table:
         partition = group.column(PARTITION)[0].as_py()
         fg = group.column(FG_COLUMN)[0].as_py()
@@ -127,7 +304,12 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
             target = targets[(partition, fg)]
         else:  # keys the lookup did not find (or an insert): one new file group per partition
             target = FileGroupTarget.new(partition, new_file_id())
-        records = combine_in_batch(group.drop_columns([FG_COLUMN]), ordering_field)
+        # Keys again (cheap, pyarrow): the routed path does not ship them, and an input column
+        # named like a key column must never stand in for the key.
+        keyed = add_key_columns(group.drop_columns([FG_COLUMN]), key_spec)
+        if bucket is not None or not fg:  # routed by the key (not by the lookup join)
+            _check_routing(keyed, partition, fg, bucket, key_spec)
+        records = combine_in_batch(keyed, ordering_field)
         keep = [c for c in records.column_names if c in data_columns or c in (KEY, PARTITION)]
         task_partition, stage, attempt = task_identity()
         stats = write_file_group(storage_for(ctx.base_path), replace(ctx, stage_id=stage), target,
@@ -171,15 +353,22 @@ def _lookup_targets(spark, table, view_slices, keyed, partitions: set[str]):
             .drop("_lk_partition", "_lk_key", "_lk_fg")), targets
 
 
-def _check_no_null_keys(df, key_fields) -> None:
-    """Refuse a batch with a null record key before anything is written (one Spark pass)."""
+def _scan_keys(df, key_fields, exact=None) -> bool:
+    """Refuse a batch with a null record key before anything is written; the same pass tells
+    whether the JVM's bucket is exact for every row (``exact``, a Column).  A filter with
+    ``limit(1)``, as the null check alone was: no aggregation, and it stops at the first hit."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
     all_null = reduce(lambda a, b: a & b, [F.col(k).isNull() for k in key_fields])
-    if df.filter(all_null).limit(1).count():
+    suspect = all_null if exact is None else all_null | ~exact
+    found = df.where(suspect).select(all_null.alias("null_key")).limit(1).collect()
+    if not found:
+        return True
+    if found[0]["null_key"] or df.where(all_null).limit(1).count():
         raise InvalidInputError(f"input has records with a null record key ({', '.join(key_fields)})")
+    return False  # a key Hudi parses as field:value pairs: the JVM's bucket is not exact
 
 
 def _abort(table, instant) -> None:
@@ -225,14 +414,16 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
                                        cfg.partition_fields, table_name=cfg.name)
     if df.isEmpty():
         return None
-    _check_no_null_keys(df, cfg.record_key_fields)
+    key_spec = KeySpec.from_config(cfg)
+    bucket = BucketSpec.from_props(cfg.props)
+    jvm_route = _jvm_route(df.schema, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
+    if not _scan_keys(df, cfg.record_key_fields, None if jvm_route is None else jvm_route.exact):
+        jvm_route = None  # keys Hudi reads as field:value pairs: Python computes their buckets
     if config is None:
         from tablesvc.config import load_config
 
         config = load_config(table.storage, table_path=table.base_path)
     data_columns = tuple(f["name"] for f in json.loads(data_schema)["fields"])
-    key_spec = KeySpec.from_config(cfg)
-    bucket = BucketSpec.from_props(cfg.props)
 
     # Hudi's EAGER failed-writes policy: a write killed earlier is rolled back before this
     # one starts, so one crash never blocks the table (docs/rollback.md).
@@ -251,7 +442,13 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
 
         tagged_schema = StructType(list(df.schema.fields) + [StructField(c, StringType()) for c in
                                                              (KEY, PARTITION, FG_COLUMN)])
-        keyed = df.mapInArrow(_tag_batches(key_spec, bucket), tagged_schema)
+        keyed = None
+        if jvm_route is not None:
+            keyed = df.withColumns({PARTITION: jvm_route.partition, FG_COLUMN: jvm_route.file_group})
+        elif bucket is not None or op is Operation.INSERT:
+            keyed = _routed(df, key_spec, bucket)
+        if keyed is None:
+            keyed = df.mapInArrow(_tag_batches(key_spec, bucket), tagged_schema)
         if bucket is not None:
             targets = {}
             for s in view_slices:
@@ -274,9 +471,10 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
                            instant=instant.timestamp, data_schema_json=data_schema,
                            ordering_field=cfg.ordering_field, log_block_format=log_block_format,
                            operation=op.value, stage_id=0)
-        result = keyed.groupBy(PARTITION, FG_COLUMN).applyInArrow(
-            _write_groups(ctx, targets, bucket, None if op is Operation.DELETE else cfg.ordering_field, data_columns),
-            "partition string, stat string")
+        write_group = _write_groups(ctx, targets, bucket, None if op is Operation.DELETE else cfg.ordering_field,
+                                    data_columns, key_spec)
+        # One group at a time in a task's memory (a shuffle partition may hold many groups)
+        result = keyed.groupBy(PARTITION, FG_COLUMN).applyInArrow(write_group, "partition string, stat string")
         stats: dict[str, list[WriteStat]] = {}
         for row in result.collect():  # write stats only: a few hundred bytes per file group
             stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from typing import BinaryIO, Callable
 
 from timeline.storage import FileInfo
 
@@ -25,6 +26,9 @@ class LocalStorage:
     def read_bytes(self, path: str) -> bytes:
         with open(_strip_scheme(path), "rb") as f:
             return f.read()
+
+    def open_read(self, path: str) -> BinaryIO:
+        return open(_strip_scheme(path), "rb")
 
     def _write_temp(self, path: str, data: bytes) -> str:
         directory, name = os.path.split(path)
@@ -58,6 +62,25 @@ class LocalStorage:
             os.unlink(tmp)
         self._fsync_dir(os.path.dirname(path))
 
+    def write_new_from(self, path: str, write: Callable[[BinaryIO], None]) -> int:
+        """``write_new`` for streamed content: ``write`` fills the temporary file, which is then
+        flushed, fsynced and linked like ``write_new``'s; on any failure the temporary goes."""
+        path = _strip_scheme(path)
+        directory, name = os.path.split(path)
+        os.makedirs(directory or ".", exist_ok=True)
+        tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")    # as _write_temp names it
+        try:
+            with open(tmp, "xb") as f:
+                write(f)
+                f.flush()
+                size = f.tell()
+                os.fsync(f.fileno())
+            os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+        self._fsync_dir(os.path.dirname(path))
+        return size
+
     def write_replace(self, path: str, data: bytes) -> None:
         path = _strip_scheme(path)
         tmp = self._write_temp(path, data)
@@ -84,6 +107,17 @@ class LocalStorage:
                                 e.is_dir()))
         out.sort(key=lambda f: f.name)
         return out
+
+    def list_names(self, path: str) -> list[str]:
+        path = _strip_scheme(path)
+        try:
+            with os.scandir(path) as entries:
+                # is_file() answers from the directory entry's type on Linux: no stat per name
+                names = [e.name for e in entries if e.is_file()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        names.sort()
+        return names
 
     def stat(self, path: str) -> FileInfo:
         path = _strip_scheme(path)

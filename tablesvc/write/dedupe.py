@@ -25,17 +25,14 @@ def combine_in_batch(table: pa.Table, ordering_field: str | None) -> pa.Table:
     n = table.num_rows
     if n <= 1:
         return table
-    rows = pa.array(range(n), pa.int64())  # built in C for a range
+    ordering = None if ordering_field is None else _comparable(table.column(ordering_field), ordering_field)
     keys = table.column(RECORD_KEY_COLUMN)
+    if not _has_duplicates(keys):  # the usual batch: one sort of the keys alone, no copy of the rows
+        return table
+    rows = pa.array(range(n), pa.int64())  # built in C for a range
     sort_cols = {"k": keys, _ROW: rows}
     order = [("k", "ascending")]
-    if ordering_field is not None:
-        ordering = table.column(ordering_field)
-        t = ordering.type
-        if pa.types.is_nested(t) or pa.types.is_null(t):
-            raise InvalidInputError(f"ordering field {ordering_field!r} of type {t} cannot be compared")
-        if pa.types.is_dictionary(t):
-            ordering = ordering.cast(t.value_type)
+    if ordering is not None:
         sort_cols["o"] = ordering
         order.append(("o", "ascending", "at_start"))
     order.append((_ROW, "ascending"))
@@ -51,6 +48,21 @@ def combine_in_batch(table: pa.Table, ordering_field: str | None) -> pa.Table:
     winners = pc.filter(idx, last)
     winners = pc.take(winners, pc.sort_indices(winners))  # back to input order
     return table.take(winners)
+
+
+def _comparable(ordering: pa.Array | pa.ChunkedArray, name: str) -> pa.Array | pa.ChunkedArray:
+    t = ordering.type
+    if pa.types.is_nested(t) or pa.types.is_null(t):
+        raise InvalidInputError(f"ordering field {name!r} of type {t} cannot be compared")
+    return ordering.cast(t.value_type) if pa.types.is_dictionary(t) else ordering
+
+
+def _has_duplicates(keys: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether any key occurs twice (a sort of the keys: cheaper than hashing them in Arrow)."""
+    sorted_keys = pc.take(keys, pc.sort_indices(keys))
+    if isinstance(sorted_keys, pa.ChunkedArray):
+        sorted_keys = sorted_keys.combine_chunks()
+    return pc.any(pc.equal(sorted_keys.slice(0, len(sorted_keys) - 1), sorted_keys.slice(1))).as_py() is True
 
 
 __all__ = ["combine_in_batch"]

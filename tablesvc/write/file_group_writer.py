@@ -124,9 +124,9 @@ def _with_meta(records: pa.Table, ctx: WriteContext, task_partition: int, file_n
                                       pa.array(range(n), pa.int64()).cast(pa.string()), "_")
     names = records.schema.names
     columns = {name: records.column(i) for i, name in enumerate(names)}
-    columns["_hoodie_commit_time"] = pa.array([ctx.instant] * n, pa.string())
+    columns["_hoodie_commit_time"] = pa.repeat(pa.scalar(ctx.instant, pa.string()), n)  # no Python list of n
     columns["_hoodie_commit_seqno"] = seq
-    columns["_hoodie_file_name"] = pa.array([file_name] * n, pa.string())
+    columns["_hoodie_file_name"] = pa.repeat(pa.scalar(file_name, pa.string()), n)
     return align_to_schema(pa.table(columns), with_meta_fields(ctx.data_schema_json))
 
 
@@ -196,7 +196,7 @@ def _write_log(storage: Storage, ctx: WriteContext, target: FileGroupTarget, rec
         if ctx.log_block_format == "parquet":
             block = parquet_data_block(ctx.instant, schema, table)
         else:
-            block = avro_data_block(ctx.instant, schema, table.to_pylist())
+            block = avro_data_block(ctx.instant, schema, table)  # the Arrow table: no per-row dicts
         counts = {"num_writes": n, "num_update_writes": n}
     data = encode_blocks([block])
     name_instant = _log_name_instant(ctx, target)

@@ -18,8 +18,9 @@ include the parent's RSS at fork).  Reported: peak RSS, peak minus idle (what th
 added), peak / base file size.  met = (peak - idle) <= budget.
 
 * read: ``iter_file_slice`` over the slice, batches consumed and dropped (what a Spark read task
-  does; with log blocks it merges the whole slice with ``read_file_slice`` first);
-* compact: ``compact_file_group`` of the slice (what a compaction task does);
+  does: the log blocks are folded first, then the base file is merged a batch at a time);
+* compact: ``compact_file_group`` of the slice (what a compaction task does: the merged batches go
+  into the new base file a row group at a time);
 * baselines, same child harness: pyarrow reading the base file row group by row group
   (``iter_batches``, no pre-buffering), and rewriting it batch by batch with a ``ParquetWriter``.
   They merge no log records: they show what streaming by row group costs, the floor a streaming

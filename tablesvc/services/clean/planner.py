@@ -23,11 +23,13 @@ between its ECTR and the new one are scanned (``hoodie.cleaner.incremental.mode`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
+from typing import Iterator
 
 from tablesvc.config.loader import ServiceConfig
 from tablesvc.config.registry import CleanerPolicy
 from tablesvc.fsview.view import FileGroup, FileSlice, FileSystemView
-from timeline.active import Timeline, WRITE_ACTIONS
+from timeline.active import Timeline, WRITE_ACTIONS, gc_paused
 from timeline.instant import Action, Instant
 from timeline.instant_time import format_instant, resolve_timezone
 from timeline.payloads import ActionInstant, CleanFileInfo, CleanerPlan, CleanMetadata, CompactionPlan
@@ -60,37 +62,68 @@ class PlannedClean:
 
 
 def _earliest_commit_to_retain(timeline: Timeline, cfg: CleanConfig, now_ms: int, tz) -> Instant | None:
-    completed = timeline.completed_writes()
+    # Each step looks at the recent end of the timeline only (or bisects to the window): on a
+    # long active timeline this decides "nothing to clean" without walking every instant.
     if cfg.policy is CleanerPolicy.KEEP_LATEST_COMMITS:
-        ectr = completed[len(completed) - cfg.commits_retained] if len(completed) > cfg.commits_retained else None
+        ectr = _nth_newest_write(timeline, cfg.commits_retained)
     elif cfg.policy is CleanerPolicy.KEEP_LATEST_BY_HOURS:
-        cutoff = format_instant(now_ms - int(cfg.hours_retained * 3_600_000), tz)
-        later = [i for i in completed if i.timestamp >= cutoff]
-        if not later:   # every commit is older than the window: retain only what the latest needs
-            ectr = completed[-1] if completed else None
-        else:
-            ectr = later[0] if later[0] is not completed[0] else None
+        ectr = _first_write_in_window(timeline, format_instant(now_ms - int(cfg.hours_retained * 3_600_000), tz))
     else:
         return None
     pending = timeline.pending(*WRITE_ACTIONS, Action.COMPACTION, Action.LOG_COMPACTION)
     if ectr is not None and pending and pending[0].timestamp < ectr.timestamp:
         # A pending write or compaction may still need what it started from.
-        earlier = [i for i in completed if i.timestamp < pending[0].timestamp]
-        ectr = earlier[-1] if earlier else None
+        ectr = next(_writes_newest_first(timeline, timeline.position(pending[0].timestamp)), None)
     return ectr
 
 
+def _writes_newest_first(timeline: Timeline, end: int) -> Iterator[Instant]:
+    """The completed writes among ``timeline.instants[:end]``, newest first."""
+    instants = timeline.instants
+    for k in range(end - 1, -1, -1):
+        if _is_completed_write(instants[k]):
+            yield instants[k]
+
+
+def _is_completed_write(instant: Instant) -> bool:
+    return instant.is_completed and instant.action in WRITE_ACTIONS
+
+
+def _nth_newest_write(timeline: Timeline, n: int) -> Instant | None:
+    """KEEP_LATEST_COMMITS: with more than ``n`` completed writes, the n-th newest (which is
+    ``completed_writes()[len - n]``); else None."""
+    if n < 1:   # the config refuses it; keep the plain definition rather than guess
+        completed = timeline.completed_writes()
+        return completed[len(completed) - n] if len(completed) > n else None
+    newest = list(islice(_writes_newest_first(timeline, len(timeline.instants)), n + 1))
+    return newest[n - 1] if len(newest) > n else None
+
+
+def _first_write_in_window(timeline: Timeline, cutoff: str) -> Instant | None:
+    """KEEP_LATEST_BY_HOURS: the first completed write at or after ``cutoff``, or None when it
+    is the first completed write of all; when every write is older, the latest one (only what
+    the latest needs is retained)."""
+    instants = timeline.instants
+    start = timeline.position(cutoff)
+    recent = next((instants[k] for k in range(start, len(instants)) if _is_completed_write(instants[k])), None)
+    if recent is None:
+        return next(_writes_newest_first(timeline, len(instants)), None)
+    older = next(_writes_newest_first(timeline, start), None)
+    return recent if older is not None else None
+
+
 def _previous_clean(table, timeline: Timeline) -> CleanMetadata | None:
-    done = timeline.completed(Action.CLEAN)
-    return timeline.payload(table.storage, done[-1]) if done else None
+    done = timeline.latest_completed(Action.CLEAN)
+    return timeline.payload(table.storage, done) if done is not None else None
 
 
 def _partitions_written(table, timeline: Timeline, start: str, end: str) -> set[str]:
     """Partitions written or replaced by completed writes with start <= instant < end."""
     out: set[str] = set()
-    for instant in timeline.completed_writes():
-        if start <= instant.timestamp < end:
-            md = timeline.commit_metadata(table.storage, instant)
+    instants = timeline.instants
+    for k in range(timeline.position(start), timeline.position(end)):
+        if _is_completed_write(instants[k]):
+            md = timeline.commit_metadata(table.storage, instants[k])
             out.update(md.partitions())
             out.update(p for p, _ in md.replaced_file_ids())
     return out
@@ -133,24 +166,63 @@ def _slices_to_delete(group: FileGroup, cfg: CleanConfig, ectr: Instant | None,
     return [s for s in doomed if (group.partition, group.file_id, s.base_instant) not in reserved]
 
 
+def nothing_to_clean(table, config: ServiceConfig, timeline: Timeline) -> str | None:
+    """Why no clean is due, when ``timeline`` alone shows it (no file listing); None when only a
+    plan can tell.  ``plan_clean`` returns exactly this reason in that case."""
+    cfg = CleanConfig.from_service_config(config)
+    ectr = _earliest_commit_to_retain(timeline, cfg, table.clock.now_ms(), resolve_timezone(table.config.timezone))
+    return _timeline_says_nothing(timeline, cfg, ectr, _previous_ectr(table, timeline))
+
+
+def _previous_ectr(table, timeline: Timeline) -> str:
+    previous = _previous_clean(table, timeline)
+    return previous.earliest_commit_to_retain if previous else ""
+
+
+def _timeline_says_nothing(timeline: Timeline, cfg: CleanConfig, ectr: Instant | None, prev_ectr: str) -> str | None:
+    if cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS and ectr is None:
+        why = (f"{len(timeline.completed_writes())} completed commits <= {cfg.commits_retained} retained "
+               "(KEEP_LATEST_COMMITS)" if cfg.policy is CleanerPolicy.KEEP_LATEST_COMMITS else
+               f"no completed commit is older than {cfg.hours_retained} hours (KEEP_LATEST_BY_HOURS)")
+        return f"nothing to clean: {why}"
+    if (ectr is not None and ectr.timestamp == prev_ectr and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS
+            and not timeline.pending(Action.CLEAN)):
+        # Decided from the timeline alone: slices only become cleanable when the ECTR moves.
+        return f"nothing to clean: the earliest commit to retain is still {prev_ectr}"
+    return None
+
+
+def _files_to_delete(table, view: FileSystemView, partitions: set[str], replaced: set[tuple[str, str]],
+                     cfg: CleanConfig, ectr: Instant | None, reserved: set[tuple[str, str, str]],
+                     savepointed: set[str]) -> dict[str, list[str]]:
+    """Partition -> paths of the files of the slices to delete (savepointed files kept)."""
+    files: dict[str, list[str]] = {}
+    for group in view.groups:
+        if group.partition not in partitions:
+            continue
+        if (group.partition, group.file_id) in replaced:
+            doomed = list(group.slices)
+        else:
+            doomed = _slices_to_delete(group, cfg, ectr, reserved)
+        folder = join(table.base_path, group.partition)   # join(base, partition, name) == folder/name
+        for s in doomed:
+            for name in s.file_names:
+                if name not in savepointed:
+                    files.setdefault(s.partition, []).append(f"{folder}/{name}")
+    return files
+
+
 def plan_clean(table, config: ServiceConfig, timeline: Timeline | None = None) -> PlannedClean:
     cfg = CleanConfig.from_service_config(config)
     timeline = timeline or table.timeline()
     tz = resolve_timezone(table.config.timezone)
     ectr = _earliest_commit_to_retain(timeline, cfg, table.clock.now_ms(), tz)
-    previous = _previous_clean(table, timeline)
-    prev_ectr = previous.earliest_commit_to_retain if previous else ""
-    if cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS and ectr is None:
-        n = len(timeline.completed_writes())
-        why = (f"{n} completed commits <= {cfg.commits_retained} retained (KEEP_LATEST_COMMITS)"
-               if cfg.policy is CleanerPolicy.KEEP_LATEST_COMMITS else
-               f"no completed commit is older than {cfg.hours_retained} hours (KEEP_LATEST_BY_HOURS)")
-        return PlannedClean(None, f"nothing to clean: {why}", 0, 0)
-    if (ectr is not None and ectr.timestamp == prev_ectr and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS
-            and not timeline.pending(Action.CLEAN)):
-        # Decided from the timeline alone: slices only become cleanable when the ECTR moves.
-        return PlannedClean(None, f"nothing to clean: the earliest commit to retain is still {prev_ectr}", 0, 0)
-    view = FileSystemView.build(table.storage, table.base_path, table.config, timeline)
+    prev_ectr = _previous_ectr(table, timeline)
+    reason = _timeline_says_nothing(timeline, cfg, ectr, prev_ectr)
+    if reason is not None:
+        return PlannedClean(None, reason, 0, 0)
+    # names only: a clean deletes whole slices and needs no file sizes (no stat per data file)
+    view = FileSystemView.build(table.storage, table.base_path, table.config, timeline, sizes=False)
     partitions = set(view.partitions)
     if cfg.incremental and prev_ectr and ectr is not None and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS:
         partitions &= _partitions_written(table, timeline, prev_ectr, ectr.timestamp)
@@ -162,28 +234,17 @@ def plan_clean(table, config: ServiceConfig, timeline: Timeline | None = None) -
         replaced = view.replaced_file_ids(table.storage)
     else:
         replaced = view.replaced_file_ids(table.storage, ectr.timestamp) if ectr else set()
-    files: dict[str, list[str]] = {}
-    for group in view.groups:
-        if group.partition not in partitions:
-            continue
-        if (group.partition, group.file_id) in replaced:
-            doomed = list(group.slices)
-        else:
-            doomed = _slices_to_delete(group, cfg, ectr, reserved)
-        for s in doomed:
-            for name in s.file_names:
-                if name not in savepointed:
-                    files.setdefault(s.partition, []).append(join(table.base_path, s.partition, name)
-                                                             if s.partition else join(table.base_path, name))
-    count = sum(len(v) for v in files.values())
     last = timeline.latest_completed(*WRITE_ACTIONS)
-    plan = CleanerPlan(
-        policy=cfg.policy.value,
-        earliest_instant_to_retain=ActionInstant(ectr.timestamp, ectr.action.value, "COMPLETED") if ectr else None,
-        last_completed_commit_timestamp=last.timestamp if last else "",
-        file_paths_to_be_deleted_per_partition={p: tuple(CleanFileInfo(f, False) for f in sorted(v))
-                                                for p, v in sorted(files.items())},
-        partitions_to_be_deleted=())
+    with gc_paused():   # a path and a CleanFileInfo per deleted file: many objects, no cycles
+        files = _files_to_delete(table, view, partitions, replaced, cfg, ectr, reserved, savepointed)
+        plan = CleanerPlan(
+            policy=cfg.policy.value,
+            earliest_instant_to_retain=ActionInstant(ectr.timestamp, ectr.action.value, "COMPLETED") if ectr else None,
+            last_completed_commit_timestamp=last.timestamp if last else "",
+            file_paths_to_be_deleted_per_partition={p: tuple(CleanFileInfo(f, False) for f in sorted(v))
+                                                    for p, v in sorted(files.items())},
+            partitions_to_be_deleted=())
+    count = sum(len(v) for v in files.values())
     if count:
         return PlannedClean(plan, f"{count} files in {len(files)} partitions", count, len(partitions))
     if ectr is not None and ectr.timestamp != prev_ectr:

@@ -48,23 +48,25 @@ def _strategy(config: Any) -> str:
     return raw
 
 
+# The three questions below walk the timeline from its newest end and stop at the answer: the last
+# compaction is usually recent, so the decision costs what it looks at, not the timeline's length.
 def last_completed_compaction(timeline: Timeline) -> Instant | None:
-    done = [i for i in timeline.completed(Action.COMMIT) if timeline.origin_action(i) is Action.COMPACTION]
-    return done[-1] if done else None
+    return next((i for i in timeline.newest_first() if i.state is State.COMPLETED and i.action is Action.COMMIT
+                 and timeline.origin_action(i) is Action.COMPACTION), None)
 
 
 def last_requested_compaction(timeline: Timeline) -> Instant | None:
     """The latest compaction in any state (requested, inflight or completed)."""
-    found = [i for i in timeline.instants if i.action is Action.COMPACTION
-             or (i.state is State.COMPLETED and timeline.origin_action(i) is Action.COMPACTION)]
-    return found[-1] if found else None
+    return next((i for i in timeline.newest_first() if i.action is Action.COMPACTION
+                 or (i.state is State.COMPLETED and timeline.origin_action(i) is Action.COMPACTION)), None)
 
 
 def delta_commits_since(timeline: Timeline, after: str | None) -> list[Instant]:
-    """Completed delta commits (log compactions excluded) requested after ``after``."""
-    return [i for i in timeline.completed(Action.DELTA_COMMIT)
-            if i.action is Action.DELTA_COMMIT and timeline.origin_action(i) is not Action.LOG_COMPACTION
-            and (after is None or i.timestamp > after)]
+    """Completed delta commits (log compactions excluded) requested after ``after``, oldest first."""
+    found = [i for i in timeline.newest_first(after) if i.state is State.COMPLETED
+             and i.action is Action.DELTA_COMMIT and timeline.origin_action(i) is not Action.LOG_COMPACTION]
+    found.reverse()
+    return found
 
 
 def compaction_due(timeline: Timeline, config: Any, clock: Clock, *,

@@ -143,7 +143,8 @@ def compacted_blocks(instant: str, schema_json: str, merged: MergedLog) -> list[
     both with ``INSTANT_TIME=instant`` and ``COMPACTED_BLOCK_TIMES``."""
     full_schema = with_meta_fields(schema_json)
     times = (HeaderKey.COMPACTED_BLOCK_TIMES, ",".join(merged.instants))
-    rows = align_to_schema(merged.records, full_schema).to_pylist()
+    # An Arrow table goes to the column-wise Avro encoder (no per-record Python)
+    rows = align_to_schema(merged.records, full_schema)
     blocks = [avro_data_block(instant, full_schema, rows, extra_header=[times])]
     if merged.deletes:
         header = new_header([(HeaderKey.INSTANT_TIME, instant), (HeaderKey.SCHEMA, full_schema), times])
