@@ -39,11 +39,22 @@ def _schema_text(schema_json: str | Mapping[str, Any]) -> str:
     return schema_json if isinstance(schema_json, str) else json.dumps(schema_json, sort_keys=True)
 
 
+def _without_uuid_logical(node: Any) -> Any:
+    """The schema with ``logicalType: uuid`` dropped: fastavro would hand out ``uuid.UUID``
+    objects, which Arrow's string columns refuse; the encoding is the same string either way."""
+    if isinstance(node, list):
+        return [_without_uuid_logical(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _without_uuid_logical(v) for k, v in node.items() if k != "logicalType" or v != "uuid"}
+    return out
+
+
 @lru_cache(maxsize=64)
 def _parsed(schema_text: str) -> Any:
     # Cached because every block of a file usually repeats the same (large) schema.
     try:
-        return fastavro.parse_schema(json.loads(schema_text))
+        return fastavro.parse_schema(_without_uuid_logical(json.loads(schema_text)))
     except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
         raise LogFormatError(f"invalid Avro schema in SCHEMA header: {exc}") from exc
 
