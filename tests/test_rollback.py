@@ -188,6 +188,33 @@ def test_failed_write_is_rolled_back(tmp_path, version):
     w.check()
 
 
+@pytest.mark.parametrize("version", [6, 8])
+def test_partial_temp_copy_of_a_killed_create_is_removed(tmp_path, version):
+    """A task killed between writing its temporary copy and linking it leaves ``.<name>.<hex>.tmp``
+    next to where its marked file would be: the rollback deletes it with the marked files, and
+    leaves alone temporary-looking names of files the plan does not delete."""
+    w = Writer(tmp_path / "t", version, ManualClock())
+    w.write(rows(range(0, 40), 1))
+    before_files, before_tree = data_files(w.path), tree(w.path)
+    failed = w.write(rows(range(0, 20), 2), complete=False)
+    created = sorted(data_files(w.path) - before_files)
+    partition, _, name = created[0].rpartition("/")
+    folder = w.path / partition
+    os.unlink(folder / name)                                     # the link never happened...
+    partial = folder / f".{name}.{'ab' * 16}.tmp"
+    partial.write_bytes(b"half a file")                          # ...but the temporary copy did
+    foreign = folder / f".someone-elses.parquet.{'cd' * 16}.tmp"
+    foreign.write_bytes(b"not ours")
+    w.expire()
+    assert [r.status for r in rollback_failed(w.table)] == [Status.DONE]
+    assert not partial.exists() and foreign.exists()
+    foreign.unlink()
+    assert data_files(w.path) == before_files
+    assert {k: v for k, v in tree(w.path).items() if not k.startswith(".hoodie")} == \
+        {k: v for k, v in before_tree.items() if not k.startswith(".hoodie")}
+    w.check()
+
+
 def test_requested_only_write_and_missing_heartbeat(tmp_path):
     w = Writer(tmp_path / "t", 8, ManualClock())
     w.write(rows(range(0, 20), 1))

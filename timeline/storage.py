@@ -8,7 +8,7 @@ object stores later).  Paths are plain strings joined with ``/``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Protocol
+from typing import Iterable, BinaryIO, Callable, Protocol
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,11 @@ class Storage(Protocol):
 
     def write_replace(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` atomically and durably."""
+
+    def discard_partial(self, folder: str, names: Iterable[str]) -> list[str]:
+        """Delete what a creator of these file names killed mid-create left in ``folder`` (local
+        files: the hidden temporary copies; an object store would abort its uploads).  Returns
+        the deleted paths."""
 
     def list_dir(self, path: str) -> list[FileInfo]:
         """Entries of a directory; an empty list when it does not exist."""

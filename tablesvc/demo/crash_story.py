@@ -3,16 +3,16 @@
 The write runs as a subprocess in its own process group, with a short heartbeat
 (``hoodie.client.heartbeat.interval_in_ms=500``: with the default 2 tolerable misses it
 counts as dead 1 s after its last beat, instead of 2 minutes).  Once its first data file is
-on storage, the whole group gets SIGKILL.  Readers still see the previous rows.  The
-rollback gets the same heartbeat setting, so it agrees that the writer is dead; it deletes
-the files the write left and its pending instant.
+on storage, the process and everything below it (Spark's JVM and Python workers) get
+SIGKILL, as in a machine crash.  Readers still see the previous rows.  The rollback gets the
+same heartbeat setting, so it agrees that the writer is dead; it deletes the files the write
+left (partial temporary copies included) and its pending instant.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 import tablesvc
 from tablesvc.cli.output import say
+from tablesvc.demo.process_tree import kill_tree
 from tablesvc.demo.story_support import CITIES, Story, StoryFailed, check_rows, show_slices, show_timeline
 from tablesvc.table import Table
 from timeline.heartbeat import is_expired, last_beat_ms
@@ -101,7 +102,7 @@ def _wait(predicate, proc: subprocess.Popen, what: str, out_path: Path, every: f
 
 
 def kill_write_halfway(story: Story, batch: Path, before: set[str]) -> str:
-    """Start the write, wait for its first data file, SIGKILL its process group; the instant."""
+    """Start the write, wait for its first data file, SIGKILL its process tree; the instant."""
     cmd = ["write", story.path, "--input", str(batch), *HEARTBEAT]
     say(f"$ tablesvc {shlex.join(cmd)}    ({pq.read_metadata(batch).num_rows} rows; own process group)")
     out_path = Path(story.path).parent / "killed-write.out"
@@ -117,10 +118,10 @@ def kill_write_halfway(story: Story, batch: Path, before: set[str]) -> str:
         elapsed = time.monotonic() - started
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid)   # the JVM and its Python workers too, as a machine crash would
         proc.wait()
     say(f"instant {instant} pending; first data file after {elapsed:.1f}s ({first[0]}): "
-        f"SIGKILL to process group {proc.pid}")
+        f"SIGKILL to process {proc.pid} and everything below it")
     pending = [i.timestamp for i in Table.open(story.path).timeline().pending()]
     if pending != [instant]:
         raise StoryFailed(f"the write was not caught halfway (pending now: {pending}); "

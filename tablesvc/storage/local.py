@@ -14,6 +14,16 @@ def _strip_scheme(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
+def _temp_name(name: str) -> str:
+    """The hidden name a new file is written under before it is linked to ``name``."""
+    return f".{name}.{uuid.uuid4().hex}.tmp"
+
+
+def _is_temp_of(candidate: str, name: str) -> bool:
+    prefix = f".{name}."
+    return candidate.startswith(prefix) and candidate.endswith(".tmp") and len(candidate) == len(prefix) + 36
+
+
 class LocalStorage:
     """Implements ``timeline.storage.Storage`` on a POSIX file system.
 
@@ -33,7 +43,7 @@ class LocalStorage:
     def _write_temp(self, path: str, data: bytes) -> str:
         directory, name = os.path.split(path)
         os.makedirs(directory or ".", exist_ok=True)
-        tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        tmp = os.path.join(directory, _temp_name(name))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
@@ -68,7 +78,7 @@ class LocalStorage:
         path = _strip_scheme(path)
         directory, name = os.path.split(path)
         os.makedirs(directory or ".", exist_ok=True)
-        tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")    # as _write_temp names it
+        tmp = os.path.join(directory, _temp_name(name))
         try:
             with open(tmp, "xb") as f:
                 write(f)
@@ -107,6 +117,20 @@ class LocalStorage:
                                 e.is_dir()))
         out.sort(key=lambda f: f.name)
         return out
+
+    def discard_partial(self, folder: str, names) -> list[str]:
+        wanted = set(names)
+        if not wanted:
+            return []
+        folder = _strip_scheme(folder)
+        removed = []
+        for candidate in self.list_names(folder):
+            # ".<name>.<32 hex>.tmp": a creator killed between writing its temp copy and the link
+            if candidate.startswith(".") and candidate.endswith(".tmp"):
+                name = candidate[1:-37]
+                if name in wanted and _is_temp_of(candidate, name) and self.delete(os.path.join(folder, candidate)):
+                    removed.append(os.path.join(folder, candidate))
+        return removed
 
     def list_names(self, path: str) -> list[str]:
         path = _strip_scheme(path)

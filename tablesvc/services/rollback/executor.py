@@ -29,6 +29,7 @@ Every step is idempotent, so re-running a half-done rollback finishes it under t
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 
 from tablesvc.config import load_config
@@ -392,6 +393,19 @@ def _rollback_state(timeline: Timeline, ts: str) -> State | None:
     return max(files, key=lambda f: f.state.rank).state if files else None
 
 
+def _discard_partial_copies(storage, paths: list[str]) -> None:
+    """A task killed mid-create leaves a partial temporary copy of a file the plan deletes (its
+    marker came first): remove it too, so the rolled-back instant leaves nothing behind."""
+    by_folder: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        folder, _, name = path.rpartition("/")
+        by_folder[folder].append(name)
+    discard = getattr(storage, "discard_partial", None)   # storages without temporary copies
+    for folder, names in by_folder.items():
+        if discard is not None:
+            discard(folder, names)
+
+
 def _perform(table, r: str, t: str, plan: RollbackPlan) -> dict[str, RollbackPartitionMetadata]:
     """The plan's file operations, idempotent.  Raises (leaving R inflight) if a delete fails."""
     storage = table.storage
@@ -408,6 +422,7 @@ def _perform(table, r: str, t: str, plan: RollbackPlan) -> dict[str, RollbackPar
                 success[part].append(path)
             except OSError as e:
                 errors.append(f"{path}: {e.strerror or e}")
+        _discard_partial_copies(storage, [_resolve(table, p) for p in req.files_to_be_deleted])
         if req.log_blocks_to_be_deleted:
             failed_logs.setdefault(part, {}).update(req.log_blocks_to_be_deleted)
             block_file, size = _append_command_block(table, part, req.file_id or "", req.latest_base_instant or "",
