@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +188,44 @@ def test_run_refuses_a_table_with_a_metadata_table(tmp_path, fixture_root, capsy
     assert "metadata table" in capsys.readouterr().err
     assert {f: (path / f).read_bytes() for f in data_files(path)} == before
     assert not (path / ".hoodie/.aux/tablesvc").exists()
+
+
+def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_completed(tmp_path, spark):
+    """What a lost worker's still-running task makes after the new holder completed the
+    instant (a marker, a finished file, a half-written temporary copy) goes; the committed
+    files stay, and so do the rows."""
+    from tablesvc.fsview.names import BaseFileName
+    from tablesvc.services.compaction import run_compaction, schedule_compaction
+    from tablesvc.services.plan_execution import discard_stale_output
+    from tablesvc.write.markers import IOType, create_marker, marker_dir
+
+    table, _instants, _deleted = busy_table(tmp_path, 8)
+    before = hudi_rows(table.base_path)
+    compaction = schedule_compaction(table, force=True).instant
+    assert discard_stale_output(table, compaction) == 0          # still pending: nothing is touched
+    run_compaction(table, compaction, spark=spark)
+    committed = set(Path(table.base_path).rglob(f"*_{compaction}.parquet"))
+    slice_ = next(s for s in table.latest_file_slices() if s.base_file)
+    partition = slice_.partition
+    folder = os.path.join(table.base_path, partition)
+    finished = BaseFileName(slice_.file_id, "9-9-9", compaction).name
+    half = BaseFileName(slice_.file_id, "9-9-10", compaction).name
+    for name in (finished, half):
+        create_marker(table.storage, table.base_path, compaction, partition, name, IOType.CREATE)
+    with open(os.path.join(folder, finished), "wb") as f:
+        f.write(b"PAR1 stale")
+    temp = os.path.join(folder, f".{half}.{'0' * 32}.tmp")
+    with open(temp, "wb") as f:
+        f.write(b"PAR1 half")
+    assert discard_stale_output(Table.open(table.base_path), compaction) == 2
+    assert not os.path.exists(os.path.join(folder, finished)) and not os.path.exists(temp)
+    assert not os.path.exists(marker_dir(table.base_path, compaction))
+    assert all(p.exists() for p in committed) and committed
+    assert hudi_rows(table.base_path) == before
+
+
+def test_spark_time_settings_parse_as_seconds():
+    from tablesvc.runner.worker import _seconds
+
+    assert _seconds("2s") == 2.0 and _seconds("500ms") == 0.5 and _seconds("1min") == 60.0
+    assert _seconds("3") == 3.0 and _seconds("nonsense") == 2.0

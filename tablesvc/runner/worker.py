@@ -195,9 +195,29 @@ class Runner:
         if job.kind in (JobKind.COMPACTION, JobKind.LOG_COMPACTION):
             from tablesvc.services.plan_execution import discard_stale_output
 
+            self._wait_until_tasks_stopped(job)
             removed = discard_stale_output(table, job.instant)
         self._say(f"{job.id}: lease lost, stopped{f': {why}' if why else ''}"
                   + (f"; {removed} stale file(s) of this attempt deleted" if removed else ""))
+
+    def _wait_until_tasks_stopped(self, job: Job, timeout_s: float = 60.0) -> None:
+        """Cancel the job's Spark work and wait until it has stopped: a cancelled task's Python
+        worker runs on until Spark kills it (``spark.python.task.killTimeout``), and a marker or
+        file it makes after the sweep below would be left behind."""
+        session = self._spark
+        if session is None:
+            return
+        sc = session.sparkContext
+        sc.cancelJobGroup(job.id)
+        tracker = sc.statusTracker()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            infos = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(job.id)]
+            if not any(i is not None and i.status in ("RUNNING", "UNKNOWN") for i in infos):
+                break
+            time.sleep(0.2)
+        kill_timeout = _seconds(sc.getConf().get("spark.python.task.killTimeout", "2s"))
+        time.sleep(kill_timeout + 1.0)
 
     # -- helpers -------------------------------------------------------------------------------
     def spark(self):
@@ -323,3 +343,18 @@ def execute_job(table: Table, config: ServiceConfig, job: Job, fence: Callable[[
 
 
 __all__ = ["Runner", "RunnerSettings", "RunnerStats", "execute_job", "schedule_due"]
+
+
+def _seconds(value: str) -> float:
+    """A Spark time setting ("2s", "500ms", "1min" or plain seconds) in seconds."""
+    text = value.strip().lower()
+    for suffix, scale in (("ms", 0.001), ("min", 60.0), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix):
+            text, factor = text[: -len(suffix)], scale
+            break
+    else:
+        factor = 1.0
+    try:
+        return float(text) * factor
+    except ValueError:
+        return 2.0

@@ -260,10 +260,18 @@ def discard_stale_output(table, instant: str) -> int:
     metadata = timeline.commit_metadata(table.storage, done)
     committed = {s.path for s in (metadata.write_stats() if metadata is not None else ())}
     deleted = 0
+    stale_by_folder: dict[str, list[str]] = {}
     for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
         rel = rel_path(partition, file_name)
-        if rel not in committed and table.storage.delete(join(table.base_path, rel)):
+        if rel in committed:
+            continue
+        stale_by_folder.setdefault(join(table.base_path, partition) if partition else table.base_path,
+                                   []).append(file_name)
+        if table.storage.delete(join(table.base_path, rel)):
             deleted += 1
+    discard = getattr(table.storage, "discard_partial", None)
+    for folder, names in stale_by_folder.items() if discard is not None else ():
+        deleted += len(discard(folder, names))   # a stale task killed between its temp copy and the link
     delete_markers(table.storage, table.base_path, instant)
     return deleted
 
