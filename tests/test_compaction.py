@@ -26,7 +26,7 @@ from tablesvc.errors import ConflictError, UnsupportedTableError
 from tablesvc.fsview.names import LogFileName
 from tablesvc.services import Status
 from tablesvc.services.compaction import (
-    compact_file_group, compaction_due, list_compactions, run_compaction, schedule_compaction,
+    compact_file_group, compaction_due, run_compaction, schedule_compaction,
 )
 from tablesvc.services.compaction.executor import CompactionTask
 from tablesvc.table import Table, TableSpec
@@ -109,14 +109,6 @@ def latest_log_files(table: Table) -> list[str]:
 def completed_compaction(table: Table, instant: str) -> dict:
     timeline = table.timeline()
     return describe_instant(table, timeline, timeline.require(instant))
-
-
-def rollback_available() -> bool:
-    try:
-        from tablesvc.services.rollback import rollback  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 # -- triggers (no Spark) ------------------------------------------------------------------------------
@@ -308,7 +300,7 @@ def test_writes_after_scheduling_land_in_the_new_slice(tmp_path, spark, version)
     assert scheduled.status is Status.SCHEDULED
     compaction = scheduled.instant
 
-    late = table.upsert(spark.createDataFrame(make_rows(range(5, 15), 9_000, "late"), SCHEMA))
+    table.upsert(spark.createDataFrame(make_rows(range(5, 15), 9_000, "late"), SCHEMA))
     expected = sorted(r for r in [(f"k{k:03d}", 1_000 + k % 7) for k in range(30)]
                       if r[0] not in {f"k{k:03d}" for k in range(15)})
     expected += [(f"k{k:03d}", 2_000 + k % 7) for k in range(0, 5)]
@@ -417,8 +409,6 @@ def _files_named_with(path, instant) -> list[str]:
 
 @pytest.mark.spark
 def test_inflight_compaction_is_refused_while_alive_then_rolled_back_and_rerun(tmp_path, spark):
-    if not rollback_available():
-        pytest.skip("tablesvc.services.rollback is not there yet: the recovery path needs rollback()")
     table = new_table(tmp_path, 6)
     write_batches(table, spark)
     before = our_rows(table, spark)
@@ -475,8 +465,6 @@ def test_kill_9_during_run_then_the_same_plan_is_rolled_back_and_rerun(tmp_path,
     assert timeline.require(compaction).state is State.INFLIGHT
     _write_one_output(table, compaction)  # as if its first task had finished before the kill
     assert our_rows(table, spark) == before == hudi_rows(table.base_path)  # v8 readers hide C's files
-    if not rollback_available():
-        pytest.skip("tablesvc.services.rollback is not there yet: the recovery path needs rollback()")
     time.sleep(0.3)  # with a 100 ms heartbeat window, the dead process's heartbeat has expired
     [result] = run_compaction(table, spark=spark, config=build_config(conf=FAST_HEARTBEAT))
     assert (result.status, result.instant) == (Status.DONE, compaction)
@@ -487,30 +475,13 @@ def test_kill_9_during_run_then_the_same_plan_is_rolled_back_and_rerun(tmp_path,
 
 
 # -- write stats: counted by the merge, checked against an independent count -------------------------------
-STATS_SCHEMA = json.dumps({"type": "record", "name": "stats_record", "namespace": "hoodie.stats", "fields": [
-    {"name": "uuid", "type": ["string", "null"]}, {"name": "ts", "type": ["long", "null"]},
-    {"name": "fare", "type": ["double", "null"]}]})
-
-
 def _write_commit(table: Table, rows: list[tuple], operation: str, stage: int) -> None:
     """One delta commit into the table's one file group, with the write path's pieces (no Spark)."""
-    from tablesvc.write import (
-        FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, delete_markers, write_file_group,
-    )
+    from table_builders import write_without_spark
 
-    cfg = table.config
     batch = pa.table({"uuid": [r[0] for r in rows], "ts": [r[1] for r in rows], "fare": [r[2] for r in rows]},
                      schema=pa.schema([("uuid", pa.string()), ("ts", pa.int64()), ("fare", pa.float64())]))
-    existing = table.latest_file_slices()
-    w = table.timeline_writer
-    inflight = w.start(w.request(Action.DELTA_COMMIT))
-    ctx = WriteContext(table.base_path, cfg.name, cfg.version, inflight.timestamp, STATS_SCHEMA, "ts",
-                       operation=operation, stage_id=stage)
-    target = FileGroupTarget.from_slice(existing[0]) if existing else FileGroupTarget.new("", bucket_file_id(0))
-    stats = write_file_group(table.storage, ctx, target, add_key_columns(batch, KeySpec.from_config(cfg)), 0, 0)
-    md = CommitMetadata({"": tuple(stats)}, False, {"schema": STATS_SCHEMA}, operation.upper())
-    w.complete(inflight, encode_commit_metadata(md, cfg.layout))
-    delete_markers(table.storage, table.base_path, inflight.timestamp)
+    write_without_spark(table, batch, operation, stage=stage)
 
 
 def _varied_slice(tmp_path, mode) -> Table:

@@ -40,11 +40,6 @@ import pyarrow.compute as pc
 import pytest
 
 from tablesvc.table import Table, TableSpec
-from tablesvc.write import (
-    FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, delete_markers, write_file_group,
-)
-from timeline.instant import Action
-from timeline.payloads import CommitMetadata, encode_commit_metadata
 
 
 def _harness():
@@ -62,18 +57,6 @@ REPO = Path(__file__).resolve().parents[2]
 BUDGET_MIB = 256
 UPDATE_COMMITS = 3
 UPDATE_FRACTION = 0.01
-SCHEMA = json.dumps({"type": "record", "name": "trips_record", "namespace": "hoodie.trips", "fields": [
-    {"name": "uuid", "type": ["string", "null"]},
-    {"name": "ts", "type": ["long", "null"]},
-    {"name": "part", "type": ["string", "null"]},
-    {"name": "rider", "type": ["string", "null"]},
-    {"name": "fare", "type": ["double", "null"]},
-    {"name": "distance_km", "type": ["double", "null"]},
-    {"name": "begin_lat", "type": ["double", "null"]},
-    {"name": "begin_lon", "type": ["double", "null"]},
-]})
-
-
 def _rows(ids: np.ndarray, version: int, rng: np.random.Generator) -> pa.Table:
     """Rows for record ids ``ids`` (vectorised: millions of rows in seconds)."""
     n = len(ids)
@@ -91,17 +74,9 @@ def _rows(ids: np.ndarray, version: int, rng: np.random.Generator) -> pa.Table:
 
 
 def _commit(table: Table, batch: pa.Table, operation: str, stage: int) -> None:
-    cfg = table.config
-    existing = table.latest_file_slices()
-    w = table.timeline_writer
-    inflight = w.start(w.request(Action.DELTA_COMMIT))
-    ctx = WriteContext(table.base_path, cfg.name, cfg.version, inflight.timestamp, SCHEMA, "ts",
-                       operation=operation, stage_id=stage)
-    target = FileGroupTarget.from_slice(existing[0]) if existing else FileGroupTarget.new("part=p0", bucket_file_id(0))
-    stats = write_file_group(table.storage, ctx, target, add_key_columns(batch, KeySpec.from_config(cfg)), 0, 0)
-    md = CommitMetadata({"part=p0": tuple(stats)}, False, {"schema": SCHEMA}, operation.upper())
-    w.complete(inflight, encode_commit_metadata(md, cfg.layout))
-    delete_markers(table.storage, table.base_path, inflight.timestamp)
+    from table_builders import write_without_spark
+
+    write_without_spark(table, batch, operation, stage=stage)
 
 
 def build_table(path: Path, rows: int) -> Table:
