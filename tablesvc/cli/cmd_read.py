@@ -8,7 +8,9 @@ import shutil
 import tempfile
 
 from tablesvc.cli.output import print_table, say
+from tablesvc.spark.errors import translate_task_error
 from tablesvc.table import Table
+from timeline.instant import validate_instant_time
 
 SHOW_ROWS = 20
 
@@ -47,16 +49,21 @@ def write_output(df, output: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     table = Table.open(args.path)
+    if args.as_of:  # a bad instant is refused before Spark starts
+        validate_instant_time(args.as_of, "--as-of instant")
     columns = tuple(c.strip() for c in args.columns.split(",") if c.strip()) if args.columns else None
     from tablesvc.spark.session import get_spark
 
     spark = get_spark(args.spark_profile, args.service_config.as_dict(), quiet=not args.debug)
     df = table.read(as_of=args.as_of, columns=columns, spark=spark)
-    if args.output:
-        write_output(df, args.output)
-        say(f"wrote {args.output}")
-        return 0
-    rows = [r.asDict() for r in df.limit(SHOW_ROWS).collect()]
+    try:
+        if args.output:
+            write_output(df, args.output)
+            say(f"wrote {args.output}")
+            return 0
+        rows = [r.asDict() for r in df.limit(SHOW_ROWS).collect()]
+    except Exception as e:  # an error inside a read task: tablesvc's own error (e.g. a corrupt log block)
+        raise translate_task_error(e) from None
     if not rows:
         say("no rows")
         return 0

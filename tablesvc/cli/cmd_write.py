@@ -39,11 +39,97 @@ def _format(path: str, given: str | None) -> str:
     raise InvalidInputError(f"{path}: cannot tell the input format; pass --input-format parquet|json|csv")
 
 
+def _input_files(path: str) -> list[str]:
+    """The files Spark would read: ``path`` itself, or every file under the folder except the
+    hidden and ``_``-prefixed ones (``_SUCCESS``, ``.crc``), which Spark skips too."""
+    if not os.path.isdir(path):
+        return [path]
+    found = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        found += [os.path.join(root, f) for f in sorted(files) if not f.startswith((".", "_"))]
+    return found
+
+
+def _check_parquet(table: Table, path: str, operation: str) -> None:
+    """What the footer tells without reading data: a real Parquet file with the key, partition and
+    ordering columns, key and ordering types the table can take, and no null keys (row-group
+    statistics; Spark checks again where a file has none)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tablesvc.spark.write_job import check_input_schema
+    from tablesvc.write import reconcile_schema
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+        schema = meta.schema.to_arrow_schema()
+    except (pa.ArrowException, OSError) as e:
+        raise InvalidInputError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
+    check_input_schema(schema, table, operation, where=path)
+    cfg = table.config
+    old = table.schema()
+    simple = (pa.types.is_string, pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
+    fields = [schema.field(n) for n in (*cfg.record_key_fields, *cfg.partition_fields, cfg.ordering_field)
+              if n and n in schema.names and any(is_(schema.field(n).type) for is_ in simple)]
+    if old and fields and operation != "delete":
+        try:  # the same check as the write's, on these columns only (their Arrow types are Spark's too)
+            reconcile_schema(old, pa.schema(fields), (), None, (), table_name=cfg.name)
+        except InvalidInputError as e:
+            raise InvalidInputError(f"{path}: {e}") from None
+    if len(cfg.record_key_fields) == 1 and cfg.record_key_fields[0] in schema.names:
+        column = schema.names.index(cfg.record_key_fields[0])
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(column).statistics
+            if stats is not None and stats.has_null_count and stats.null_count:
+                raise InvalidInputError(f"{path}: input has records with a null record key "
+                                        f"({cfg.record_key_fields[0]}, row group {g})")
+
+
+def _check_text(path: str, fmt: str) -> None:
+    """JSON and CSV: the first line must be a JSON object or a header (Spark reports later lines)."""
+    import json
+
+    with open(path, "rb") as f:
+        first = f.readline(1 << 20).strip()
+    if fmt == "json" and first:
+        try:
+            ok = isinstance(json.loads(first), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise InvalidInputError(f"{path}: line 1 is not a JSON object (input format json: one object per line)")
+
+
+def check_input(table: Table, path: str, fmt: str, operation: str) -> None:
+    """Refuse unreadable or malformed input before Spark starts, naming the file."""
+    files = _input_files(path)
+    if not files:
+        raise InvalidInputError(f"{path}: the input folder holds no files")
+    for f in files:
+        try:
+            with open(f, "rb") as handle:
+                handle.read(1)
+        except OSError as e:
+            raise InvalidInputError(f"{f}: cannot read the input file ({e.strerror})") from None
+        if fmt == "parquet":
+            _check_parquet(table, f, operation)
+        else:
+            _check_text(f, fmt)
+
+
+def _malformed_records(df, fmt: str, path: str) -> None:
+    """Spark's permissive JSON/CSV reading turns malformed lines into a ``_corrupt_record`` column."""
+    if "_corrupt_record" in df.columns:
+        raise InvalidInputError(f"{path}: holds malformed {fmt} records (Spark could not parse every line)")
+
+
 def run(args: argparse.Namespace) -> int:
     table = Table.open(args.path)
     if not os.path.exists(args.input):
         raise InvalidInputError(f"{args.input}: no such input file or folder")
     fmt = _format(args.input, args.input_format)
+    check_input(table, args.input, fmt, args.operation)
     from tablesvc.spark.session import get_spark
 
     spark = get_spark(args.spark_profile, args.service_config.as_dict(), quiet=not args.debug)
@@ -54,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         df = reader.load(os.path.abspath(args.input))
     except Exception as e:  # Spark's AnalysisException etc.: report the file, not a JVM stack
         raise InvalidInputError(f"{args.input}: cannot read as {fmt}: {str(e).splitlines()[0]}") from None
+    _malformed_records(df, fmt, args.input)
     result = table.write(df, args.operation, log_block_format=args.log_block_format, config=args.service_config)
     if result is None:
         say("nothing to write: the input holds no records")

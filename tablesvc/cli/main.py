@@ -27,8 +27,16 @@ COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read, cmd_compact
             cmd_rollback, cmd_run, cmd_status, cmd_retry)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line (like every other error), pointing at ``--help`` instead of
+    printing the usage block; subcommand parsers inherit the class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = OneLineParser(add_help=False)
     common.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="configuration value with a Hudi key name (repeatable)")
     common.add_argument("--config", metavar="FILE.yaml", help="YAML file of configuration values")
@@ -37,7 +45,7 @@ def common_options() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tablesvc", description="Hudi-compatible table services for MOR tables.")
+    parser = OneLineParser(prog="tablesvc", description="Hudi-compatible table services for MOR tables.")
     parser.add_argument("--version", action="version", version=f"tablesvc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -49,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # a usage error (one line, exit 2), --help or --version (exit 0)
+        return e.code if isinstance(e.code, int) else 2
     try:
         table_path = getattr(args, "path", None)
         if table_path and not os.path.isdir(os.path.join(table_path, ".hoodie")):
@@ -72,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # an unexpected failure: still one line unless --debug
         if args.debug:
             traceback.print_exc()
-        print(f"tablesvc: error: {type(e).__name__}: {e} (rerun with --debug for details)", file=sys.stderr)
+        # One line even for a multi-line message (a JVM error quotes whole stack traces)
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(f"tablesvc: error: {type(e).__name__}: {first} (rerun with --debug for details)", file=sys.stderr)
         return 1
 
 

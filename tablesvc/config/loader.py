@@ -91,7 +91,20 @@ def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None
                 # Name the layer too: a bad value in the table's own file must be findable.
                 raise ConfigError(f"{where}: {e}") from None
             sources[key] = where
+    _check_consistent(values, sources)
     return ServiceConfig(MappingProxyType(values), MappingProxyType(sources))
+
+
+# Pairs of keys that must not both be true (Hudi's HoodieWriteConfig refuses them too).
+_EXCLUSIVE = [("hoodie.compact.inline", "hoodie.compact.schedule.inline",
+               "inline compaction schedules and runs, schedule-inline only plans: enable one")]
+
+
+def _check_consistent(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    for a, b, why in _EXCLUSIVE:
+        if values.get(a) is True and values.get(b) is True:
+            raise ConfigError(f"{a} and {b} are both true (from {sources.get(a, 'default')} and "
+                              f"{sources.get(b, 'default')}); {why}")
 
 
 def load_config(storage: Storage, *, conf_pairs: Iterable[str] = (), config_file: str | None = None,

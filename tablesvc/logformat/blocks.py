@@ -8,13 +8,16 @@ they are part of the file format, so never renumber them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 from tablesvc.errors import LogFormatError
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1
+# magic + block length + the smallest block (version, type, empty header, content length, empty footer,
+# reverse pointer): no whole block is shorter
+MIN_FRAME_SIZE = len(MAGIC) + 8 + 4 + 4 + 4 + 8 + 4 + 8
 # Version prefix of AVRO_DATA and DELETE contents; hudi-rs accepts nothing else.
 CONTENT_VERSION = 3
 
@@ -197,10 +200,19 @@ class CorruptBlock:
     offset: int
     length: int
     reason: str
+    # INSTANT_TIME from the span's header when the header survived (a torn block cut short after it):
+    # tells a failed append (an instant that never completed) from a damaged block of a completed one.
+    instant_time: str | None = field(default=None, compare=False)
 
     @property
     def end(self) -> int:
         return self.offset + self.length
+
+    @property
+    def can_hold_block(self) -> bool:
+        """False for a span too short to have held a whole block (a duplicated magic, a few stray
+        bytes): a valid block after it cannot have lost a block before it."""
+        return self.length >= MIN_FRAME_SIZE
 
     def describe(self, path: str) -> str:
         return f"{path}: corrupt log block at offset {self.offset}: {self.reason}"

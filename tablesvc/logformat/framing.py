@@ -144,6 +144,33 @@ def _parse_frame(data: bytes, start: int) -> LogBlock:
     return LogBlock(block_type, header, content, footer, offset=start)
 
 
+def _peek_instant_time(data: bytes, start: int, limit: int) -> str | None:
+    """INSTANT_TIME of the broken frame at ``start`` (its span ends at ``limit``) if that header
+    entry survived, else None.
+
+    Only the entries up to INSTANT_TIME need to be whole: writers put it first (ascending key
+    codes), so a block torn inside its SCHEMA header or its content still names its instant."""
+    pos = start + _PREFIX + 8  # past magic, block length, version and type
+    if not data.startswith(MAGIC, start) or pos + 4 > limit:
+        return None
+    (count,) = _I32.unpack_from(data, pos)
+    pos += 4
+    for _ in range(max(0, min(count, 64))):
+        if pos + 8 > limit:
+            return None
+        key, length = struct.unpack_from(">ii", data, pos)
+        pos += 8
+        if length < 0 or pos + length > limit:
+            return None
+        if key == HeaderKey.INSTANT_TIME:
+            try:
+                return data[pos:pos + length].decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        pos += length
+    return None
+
+
 def iter_blocks(data: bytes, path: str = "<bytes>", *,
                 raise_on_corrupt: bool = False) -> Iterator[LogBlock | CorruptBlock]:
     """Blocks of a log file in order, with a ``CorruptBlock`` for every span that does not frame.
@@ -173,7 +200,7 @@ def iter_blocks(data: bytes, path: str = "<bytes>", *,
         resume = data.find(MAGIC, pos + 1)
         if resume < 0:
             resume = size
-        bad = CorruptBlock(pos, resume - pos, reason)
+        bad = CorruptBlock(pos, resume - pos, reason, _peek_instant_time(data, pos, resume))
         if raise_on_corrupt:
             raise CorruptLogBlockError(bad.describe(path))
         yield bad

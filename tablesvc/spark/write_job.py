@@ -97,15 +97,27 @@ def _arrow_schema(df) -> pa.Schema:
     return to_arrow_schema(df.schema, timezone="UTC")
 
 
-def _check_columns(incoming: pa.Schema, table, operation: Operation) -> None:
+def check_input_schema(incoming: pa.Schema, table, operation: str | Operation, where: str = "input") -> None:
+    """Refuse input the write cannot take, from its schema alone (``where`` names it in the message):
+    a missing record key, partition or ordering field, or a record key field holding a struct, list
+    or map (a key is one value; Hudi would key the record by the value's text form)."""
+    op = operation if isinstance(operation, Operation) else Operation.parse(operation)
     cfg = table.config
     needed = list(cfg.record_key_fields) + list(cfg.partition_fields)
-    if operation is not Operation.DELETE and cfg.ordering_field:
+    if op is not Operation.DELETE and cfg.ordering_field:
         needed.append(cfg.ordering_field)
-    missing = [c for c in needed if c not in incoming.names]
+    # "a.b" reaches into struct a (as keys.py reads it)
+    missing = [c for c in needed if c not in incoming.names and c.split(".", 1)[0] not in incoming.names]
     if missing:
-        raise InvalidInputError(f"input lacks column(s) {', '.join(missing)} that table {cfg.name} needs "
+        raise InvalidInputError(f"{where} lacks column(s) {', '.join(missing)} that table {cfg.name} needs "
                                 f"(record key, partition{', ordering' if cfg.ordering_field else ''} fields)")
+    for name in cfg.record_key_fields:
+        if name not in incoming.names:
+            continue
+        kind = incoming.field(name).type
+        if pa.types.is_nested(kind):
+            raise InvalidInputError(f"{where}: record key field {name!r} is {kind}; a record key field must hold "
+                                    "single values (string, number, date, ...)")
 
 
 def _tag_batches(key_spec: KeySpec, bucket: BucketSpec | None):
@@ -402,7 +414,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     if not cfg.is_mor:
         raise UnsupportedTableError(f"{table.base_path}: tablesvc writes merge-on-read tables only")
     incoming = _arrow_schema(df)
-    _check_columns(incoming, table, op)
+    check_input_schema(incoming, table, op)
     timeline = table.timeline()
     old_schema = table.schema(timeline)
     if op is Operation.DELETE:
