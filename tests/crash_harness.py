@@ -3,11 +3,11 @@
 Used by tests/test_service_crash.py; runnable by hand::
 
     python tests/crash_harness.py TABLE KILL SERVICE [ARG]
-    python tests/crash_harness.py --fork TEMPLATE WORKDIR SERVICE [ARG]
+    python tests/crash_harness.py --fork [--fork-sample K:SEED] TEMPLATE WORKDIR SERVICE [ARG]
 
 The table is opened (``Table.open(path, storage=...)``) with a storage wrapper that counts
-the *mutating* calls the service makes: ``write_new``, ``write_replace``, ``delete``,
-``delete_tree`` and ``makedirs``.  Reads are not counted.  Calls made by other threads are
+the *mutating* calls the service makes: ``write_new``, ``write_new_from``, ``write_replace``,
+``delete``, ``delete_tree``, ``makedirs`` and ``discard_partial``.  Reads are not counted.  Calls made by other threads are
 not counted either: the heartbeat thread beats on a timer, so counting its beats would make
 the points depend on timing.  (The first beat, made by ``Heartbeat.start`` on the main
 thread, does count.)  Calls that raise, such as an exclusive create that finds the file,
@@ -49,7 +49,8 @@ for each point copies TEMPLATE to ``WORKDIR/<n>/<name>`` and forks a child that 
 service there and kills itself (``os.kill(getpid(), SIGKILL)``: a real kill of a real
 process).  Point 0 is a full run; its number of counted calls N gives points 1..N.  It prints
 ``{"ops": [...], "results": [...], "points": [{"point", "path", "signal", "exit", "ops"}]}``.
-Not for compaction (no fork after the JVM starts).
+Not for compaction (no fork after the JVM starts).  ``--fork-sample K:SEED`` (before TEMPLATE)
+runs K of the points 1..N only, drawn with ``random.Random(SEED)`` once N is known.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-MUTATING = ("write_new", "write_replace", "delete", "delete_tree", "makedirs")
+MUTATING = ("write_new", "write_new_from", "write_replace", "delete", "delete_tree", "makedirs", "discard_partial")
 SERVICES = ("clean", "rollback", "logcompaction", "compaction")
 
 
@@ -94,7 +95,7 @@ class KillingStorage:
                                0o644) if ops_log else None
         self.ops: list[str] = []
 
-    def __getattr__(self, name):          # read_bytes, list_dir, stat, exists
+    def __getattr__(self, name):          # read_bytes, open_read, list_dir, list_names, stat, exists
         return getattr(self._inner, name)
 
     def _rel(self, path: str) -> str:
@@ -118,9 +119,19 @@ class KillingStorage:
         self._inner.write_new(path, data)
         self._count("write_new", path)
 
+    def write_new_from(self, path: str, write) -> int:
+        size = self._inner.write_new_from(path, write)
+        self._count("write_new_from", path)
+        return size
+
     def write_replace(self, path: str, data: bytes) -> None:
         self._inner.write_replace(path, data)
         self._count("write_replace", path)
+
+    def discard_partial(self, folder: str, names) -> list[str]:
+        removed = self._inner.discard_partial(folder, names)
+        self._count("discard_partial", folder)
+        return removed
 
     def delete(self, path: str) -> bool:
         out = self._inner.delete(path)
@@ -237,7 +248,7 @@ def single(path: str, kill: str, service: str, args: list[str]) -> int:
     return 0
 
 
-def fork_points(template: str, workdir: str, service: str, args: list[str]) -> int:
+def fork_points(template: str, workdir: str, service: str, args: list[str], sample: tuple[int, int] | None = None) -> int:
     if service == "compaction":
         raise SystemExit("--fork is not for compaction: a JVM does not survive fork()")
     import_service(service)
@@ -274,7 +285,13 @@ def fork_points(template: str, workdir: str, service: str, args: list[str]) -> i
         print(json.dumps({"error": full["error"] or f"the full run ended with {full}"}))
         return 1
     results = json.loads((Path(full["path"]).parent / "results.json").read_text())
-    for n in range(1, len(full["ops"]) + 1):
+    chosen = range(1, len(full["ops"]) + 1)
+    if sample is not None:
+        import random
+
+        k, seed = sample
+        chosen = sorted(random.Random(seed).sample(list(chosen), min(k, len(chosen))))
+    for n in chosen:
         points.append(run_point(n))
     print(json.dumps({"ops": full["ops"], "results": results, "full_path": full["path"],
                       "points": [{k: v for k, v in p.items() if k != "ops"} | {"ops": len(p["ops"]),
@@ -285,9 +302,13 @@ def fork_points(template: str, workdir: str, service: str, args: list[str]) -> i
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--fork"]:
+        sample = None
+        if argv[1:2] == ["--fork-sample"] and len(argv) > 2:
+            k, _, seed = argv[2].partition(":")
+            sample, argv = (int(k), int(seed or 0)), argv[2:]
         if len(argv) < 4:
             raise SystemExit(__doc__)
-        return fork_points(argv[1], argv[2], argv[3], argv[4:])
+        return fork_points(argv[1], argv[2], argv[3], argv[4:], sample)
     if len(argv) < 3:
         raise SystemExit(__doc__)
     return single(argv[0], argv[1], argv[2], argv[3:])

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from tablesvc.fsview.names import BaseFileName
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+from tablesvc.services.compaction.planner import v6_pending_compaction_targets
 from tablesvc.table import Table
 from tablesvc.write import (
     BucketSpec, FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, bucket_of_file_id,
@@ -37,20 +38,26 @@ from timeline.storage import join
 def write_without_spark(table: Table, batch: pa.Table, operation: str, *, stage: int,
                         complete: bool = True) -> tuple[str, dict[str, list[WriteStat]]]:
     """A delta commit of ``batch`` (``operation``: upsert, insert, delete...) with Spark's stage id
-    ``stage``; returns its instant and its write stats by partition.  ``complete=False`` leaves the
+    ``stage``; returns its instant and its write stats by partition (``""`` and none for a delete
+    on a table nothing was written to).  ``complete=False`` leaves the
     instant inflight with its files and markers: a failed write."""
     cfg = table.config
+    old = table.schema()
+    if operation == "delete" and old is None:
+        return "", {}     # nothing was ever written: nothing to delete (as the Spark writer decides)
     writer = table.timeline_writer
     inflight = writer.start(writer.request(Action.DELTA_COMMIT))
     t = inflight.timestamp
-    old = table.schema()
     schema = old if operation == "delete" else reconcile_schema(
         old, batch.schema, cfg.record_key_fields, cfg.ordering_field, cfg.partition_fields, table_name=cfg.name)
     keyed = combine_in_batch(add_key_columns(batch, KeySpec.from_config(cfg)),
                              None if operation == "delete" else cfg.ordering_field)
     ids = BucketSpec.from_props(cfg.props).bucket_ids(keyed.column(RECORD_KEY_COLUMN), cfg.record_key_fields)
     keyed = keyed.append_column("__bucket", ids)
-    slices = {(s.partition, bucket_of_file_id(s.file_id)): s for s in table.latest_file_slices()}
+    targets = {(s.partition, bucket_of_file_id(s.file_id)): FileGroupTarget.from_slice(s)
+               for s in table.latest_file_slices()}
+    if cfg.version < 8:      # v6: a group in a pending compaction plan C writes into slice C, as the writer does
+        targets = v6_pending_compaction_targets(table, targets)
     ctx = WriteContext(table.base_path, cfg.name, cfg.version, t, schema, cfg.ordering_field,
                        operation=operation, stage_id=stage)
     stats: dict[str, list[WriteStat]] = {}
@@ -58,9 +65,7 @@ def write_without_spark(table: Table, batch: pa.Table, operation: str, *, stage:
     for task, (partition, bucket) in enumerate(groups):
         mask = pc.and_(pc.equal(keyed.column(PARTITION_PATH_COLUMN), partition),
                        pc.equal(keyed.column("__bucket"), bucket))
-        existing = slices.get((partition, bucket))
-        target = FileGroupTarget.from_slice(existing) if existing else \
-            FileGroupTarget.new(partition, bucket_file_id(bucket))
+        target = targets.get((partition, bucket)) or FileGroupTarget.new(partition, bucket_file_id(bucket))
         for st in write_file_group(table.storage, ctx, target, keyed.filter(mask).drop_columns(["__bucket"]),
                                    task_partition=task, attempt=0):
             stats.setdefault(partition, []).append(st)

@@ -229,8 +229,8 @@ LOG_DAMAGE = {
                                                lambda d, c: len(d)),
     # a bad block length in the middle: the valid block after it must not be dropped
     "bad_length_mid_file": log_rewrite(lambda d, c: _bad_length(d) + _extra_block(c.b.t2), lambda d, c: 0),
-    # garbage (no magic) between two valid blocks
-    "bad_magic_mid_file": log_rewrite(lambda d, c: d + b"XXXXXXgarbage" + _extra_block(c.b.t2),
+    # garbage (no magic) between two valid blocks, long enough to have been a block
+    "bad_magic_mid_file": log_rewrite(lambda d, c: d + b"XXXXXX" + b"garbage" * 10 + _extra_block(c.b.t2),
                                       lambda d, c: len(d)),
     # the magic written twice before the (only) block: only 6 bytes, no block can hide there
     "duplicated_magic": log_rewrite(lambda d, c: b"#HUDI#" + d),
@@ -440,15 +440,9 @@ CASES = [
       prepare=LOG_DAMAGE["bad_length_mid_file"], readable=False),
     C("log-bad-magic-mid-file", "logcompaction schedule {table} --force", 1, ["{file}", "{offset}"],
       prepare=LOG_DAMAGE["bad_magic_mid_file"], readable=False),
-    C("log-duplicated-magic", "status {table}", 0, prepare=LOG_DAMAGE["duplicated_magic"], readable=False,
-      xfail="tablesvc/merge/blocks.py _check_corrupt raises on any corrupt span followed by a valid block, even "
-            "a 6-byte duplicated magic that cannot hold a block (CorruptBlock.can_hold_block is False); "
-            "docs/log-format.md says a duplicated magic costs only its 6 bytes"),
+    C("log-duplicated-magic", "status {table}", 0, prepare=LOG_DAMAGE["duplicated_magic"], readable=False),
     C("log-torn-tail-of-completed-instant", "status {table}", 1, ["{file}", "{offset}"],
-      prepare=LOG_DAMAGE["torn_tail_completed_instant"], readable=False,
-      xfail="tablesvc/merge/blocks.py _check_corrupt ignores every corrupt span at the end of a file, even one "
-            "whose header names a completed instant (CorruptBlock.instant_time): that instant's block is "
-            "silently dropped"),
+      prepare=LOG_DAMAGE["torn_tail_completed_instant"], readable=False),
     C("read-log-bad-length-mid-file", "read {table} --output {tmp}/out.parquet", 1, ["{file}", "{offset}"],
       prepare=LOG_DAMAGE["bad_length_mid_file"], readable=False, spark=True),
     # data files and folders

@@ -464,17 +464,34 @@ def test_compaction_of_compactions_is_transitive(tmp_path):
     assert_same_as_hudi(t.table)
 
 
-def test_torn_tail_is_ignored(tmp_path):
-    t = Synthetic(tmp_path)
+def test_torn_tail_of_a_failed_append_is_ignored(tmp_path):
+    t = Synthetic(tmp_path, version=6)   # v6 names log files after the base instant: the file is in the slice
     t.write_base([("a", 1, "base")])
     inst = t.begin()
-    torn = encode_block(t.data_block(inst.timestamp, [("b", 9, "lost")]))[:57]
-    t.log(inst.timestamp, [t.data_block(inst.timestamp, [("a", 2, "upd")])], raw_tail=torn)
+    t.log(inst.timestamp, [t.data_block(inst.timestamp, [("a", 2, "upd")])])
     t.complete(inst)
+    failed = t.begin()          # dies mid-append: its block is cut short, the instant never completes
+    torn = encode_block(t.data_block(failed.timestamp, [("b", 9, "lost")]))[:57]
+    t.log(failed.timestamp, [], raw=torn)
     got, metrics = read_ours(t.table)
     assert vals(got) == {"a": "upd"}
     assert metrics.corrupt_spans == 1
     assert_same_as_hudi(t.table)
+
+
+def test_torn_tail_of_a_completed_instant_raises_with_file_and_offset(tmp_path):
+    """Java skips it and loses the block's records without a word; hudi-rs trusts the lengths."""
+    t = Synthetic(tmp_path)
+    t.write_base([("a", 1, "base")])
+    inst = t.begin()
+    first = encode_block(t.data_block(inst.timestamp, [("a", 2, "upd")]))
+    torn = encode_block(t.data_block(inst.timestamp, [("b", 9, "lost")]))[:57]
+    path = t.log(inst.timestamp, [], raw=first + torn)
+    t.complete(inst)
+    with pytest.raises(CorruptLogBlockError) as err:
+        read_ours(t.table)
+    assert path in str(err.value) and f"offset {len(first)}" in str(err.value)
+    assert f"completed instant {inst.timestamp}" in str(err.value)
 
 
 def test_corrupt_middle_block_raises_with_file_and_offset(tmp_path):
@@ -482,7 +499,9 @@ def test_corrupt_middle_block_raises_with_file_and_offset(tmp_path):
     t.write_base([("a", 1, "base")])
     inst = t.begin()
     first = encode_block(t.data_block(inst.timestamp, [("a", 2, "upd")]))
-    raw = first + b"#HUDI#garbage-bytes" + encode_block(t.data_block(inst.timestamp, [("b", 3, "after")]))
+    middle = encode_block(t.data_block(inst.timestamp, [("c", 4, "damaged")]))
+    damaged = middle[:6] + b"\xff" * 8 + middle[14:]        # its length field overwritten
+    raw = first + damaged + encode_block(t.data_block(inst.timestamp, [("b", 3, "after")]))
     path = t.log(inst.timestamp, [], raw=raw)
     t.complete(inst)
     with pytest.raises(CorruptLogBlockError) as err:

@@ -11,11 +11,22 @@ block is *used* unless one of these applies (checked in this order):
 4. a *used* log-compacted block lists its instant in ``COMPACTED_BLOCK_TIMES``
    (transitively: a compaction of compactions lists the earlier compaction) -> superseded
 
-Corrupt spans: a span with no valid block after it in the same file is a torn
-append (the writer died) and is ignored; so is a span directly followed by a
-rollback command block (the rollback discards the failed append, as Java does).  Any
-other corrupt span would hide data written after it, so it raises
-``CorruptLogBlockError`` naming the file and offset.
+A used log-compacted block of instant ``L`` is merged before the first block of an instant
+later than ``L``, not at its file's place in completion-time order (``_in_merge_order``).
+
+Corrupt spans (``_check_corrupt``) are ignored when nothing can be lost with them:
+
+* a span too short to have held a block (a duplicated magic, a few stray bytes);
+* a span directly followed by a rollback command block (the rollback discards the failed
+  append, as Java does);
+* a torn tail (no valid block after it in the file) of a failed append: its surviving
+  ``INSTANT_TIME`` header names an instant that did not complete, was rolled back or is
+  after ``as_of``, or no header survived at all (nothing says which write it was).
+
+A torn tail whose header names a completed instant is a block that instant committed and
+that is now damaged, and any other span would hide the blocks written after it: both raise
+``CorruptLogBlockError`` naming the file and offset instead of dropping data silently (Java
+skips them; hudi-rs trusts the lengths).
 """
 
 from __future__ import annotations
@@ -45,22 +56,28 @@ class BlockSelection:
     corrupt_spans: int = 0
 
 
-def _check_corrupt(contents: LogFileContents) -> int:
-    """Count tolerable corrupt spans of one file; raise on one that hides later blocks."""
+def _check_corrupt(contents: LogFileContents, ctx: ReadContext, rollback_targets: set[str]) -> int:
+    """Count the tolerable corrupt spans of one file; raise on one that may lose data (module doc)."""
     tolerated = 0
     for span in contents.corrupt:
         after = [b for b in contents.blocks if b.offset >= span.end]
-        if not after or after[0].is_rollback:
+        if not span.can_hold_block or (after and after[0].is_rollback):
             tolerated += 1
             continue
-        raise CorruptLogBlockError(f"{span.describe(contents.path)}; {len(after)} valid block(s) follow it "
-                                   f"(first at offset {after[0].offset}), refusing to drop data")
+        if after:
+            raise CorruptLogBlockError(f"{span.describe(contents.path)}; {len(after)} valid block(s) follow it "
+                                       f"(first at offset {after[0].offset}), refusing to drop data")
+        instant = span.instant_time
+        if instant is not None and ctx.within_as_of(instant) and instant not in rollback_targets \
+                and ctx.is_committed(instant):
+            raise CorruptLogBlockError(f"{span.describe(contents.path)}; it is the last block of the file and "
+                                       f"belongs to completed instant {instant}, refusing to drop its records")
+        tolerated += 1
     return tolerated
 
 
 def select_from_contents(contents: list[LogFileContents], ctx: ReadContext) -> BlockSelection:
     """Block selection over already framed log files (in reader order)."""
-    corrupt = sum(_check_corrupt(c) for c in contents)
     ordered: list[SelectedBlock] = []
     rollback_targets: set[str] = set()
     commands = 0
@@ -75,6 +92,7 @@ def select_from_contents(contents: list[LogFileContents], ctx: ReadContext) -> B
                 raise LogFormatError(f"{c.path}: {block.block_type.name} block at offset {block.offset} "
                                      "is not supported by the merge reader")
             ordered.append(SelectedBlock(c.path, block))
+    corrupt = sum(_check_corrupt(c, ctx, rollback_targets) for c in contents)
 
     skipped = rolled_back = 0
     valid: list[SelectedBlock] = []
@@ -99,7 +117,24 @@ def select_from_contents(contents: list[LogFileContents], ctx: ReadContext) -> B
             superseded += 1
         else:
             used.append(sb)
-    return BlockSelection(tuple(used), len(contents), skipped, rolled_back, superseded, commands, corrupt)
+    return BlockSelection(_in_merge_order(used), len(contents), skipped, rolled_back, superseded, commands, corrupt)
+
+
+def _in_merge_order(used: list[SelectedBlock]) -> tuple[SelectedBlock, ...]:
+    """Reader order, except that a log-compacted block of instant ``L`` merges before the first
+    block of a later instant.  v8 orders log files by completion time, so a log compaction that
+    completes after writes requested after ``L`` would otherwise merge its (older) records after
+    theirs and undo them on an ordering tie or after a delete.  Java orders log files by the
+    instant in their name (``L``) and hudi-rs breaks ties by commit time: both keep the later
+    writes.  (The planner refuses while a write is pending, so every block before ``L`` that ``L``
+    does not list is from an earlier slice or a rolled-back write.)"""
+    keys = []
+    for i, sb in enumerate(used):
+        at = i
+        if sb.block.compacted_block_times:
+            at = next((j for j in range(i) if used[j].block.instant_time > sb.block.instant_time), i)
+        keys.append((at, 0 if at < i else 1, i))
+    return tuple(used[k[2]] for k in sorted(keys))
 
 
 def select_blocks(storage: Storage, log_paths: tuple[str, ...] | list[str], ctx: ReadContext) -> BlockSelection:

@@ -164,6 +164,11 @@ def start_plan(table, timestamp: str, action: Action, label: str, config: Any,
         except (InstantExistsError, IllegalTransitionError) as e:
             heartbeat.stop(delete=False)
             raise ConflictError(f"{label} {timestamp}: {e}") from None
+        except BaseException:
+            # Any other failure (a storage error): stop beating, or a long-lived process (the
+            # runner) would keep P's heartbeat alive and nobody could ever recover P.
+            heartbeat.stop(delete=False)
+            raise
     try:
         yield inflight
     finally:

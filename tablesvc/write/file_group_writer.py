@@ -153,8 +153,10 @@ def _write_base(storage: Storage, ctx: WriteContext, target: FileGroupTarget, re
                 task_partition: int, token: str) -> WriteStat:
     name = BaseFileName(target.file_id, token, ctx.instant).name
     data = _parquet_bytes(_with_meta(records, ctx, task_partition, name))
-    ensure_partition_metadata(storage, ctx.base_path, target.partition, ctx.instant)
+    # The marker first: a rollback of a write killed while creating the partition metadata then
+    # visits this partition and removes the metadata file's partial temporary copy.
     create_marker(storage, ctx.base_path, ctx.instant, target.partition, name, IOType.CREATE)
+    ensure_partition_metadata(storage, ctx.base_path, target.partition, ctx.instant)
     try:
         storage.write_new(join(ctx.base_path, target.partition, name), data)
     except FileExistsError:

@@ -227,7 +227,7 @@ def _v6_conflicts(table, plan: CompactionPlan, instant: str):
 
 
 def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], config: Any,
-             fence: Fence | None) -> ServiceResult:
+             fence: Fence | None, in_process: bool = False) -> ServiceResult:
     started = time.monotonic()
     current = pending_plan(table, instant_ts, Action.COMPACTION, ACTION, "compaction")
     if isinstance(current, ServiceResult):
@@ -245,7 +245,7 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
             raise InvalidInputError(f"compaction {instant_ts}: the table has no schema")
         _check_sort_columns(sort_columns, schema_json, instant_ts)
         tasks = _tasks(table, plan, instant_ts, schema_json, sort_columns)
-        stats = run_file_group_tasks(table, ctx, tasks, compact_file_group, spark)
+        stats = run_file_group_tasks(table, ctx, tasks, compact_file_group, spark, in_process=in_process)
         remove_orphans(table, instant_ts, stats, fence)
         latest_schema = table.schema(table.timeline()) or schema_json
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=True,
@@ -266,15 +266,17 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
 
 
 def run_compaction(table, instant: str | None = None, *, spark=None, sort_columns=(), config: Any = None,
-                   fence: Fence | None = None) -> list[ServiceResult]:
+                   fence: Fence | None = None, in_process: bool = False) -> list[ServiceResult]:
     """Run ``instant``'s plan; else every pending plan, oldest first; else schedule one (ignoring
     the trigger) and run it.  ``spark``: a SparkSession, a function returning one, or None
-    (``get_spark()``), needed only when there is a plan to run."""
+    (``get_spark()``), needed only when there is a plan to run.  ``in_process``: run the file
+    groups in this process one after the other, through the table's own storage, and start no
+    Spark (small tables; the model-based test, which injects crashes through that storage)."""
     check_supported(table)
     sort_columns = tuple(c.strip() for c in (sort_columns or ()) if c and c.strip())
     return run_plans(instant, lambda: [i.timestamp for i in table.timeline().pending_compactions()],
                      lambda: schedule_compaction(table, config, force=True),
-                     lambda ts: _execute(table, ts, spark, sort_columns, config, fence))
+                     lambda ts: _execute(table, ts, spark, sort_columns, config, fence, in_process))
 
 
 def list_compactions(table) -> list[dict[str, Any]]:

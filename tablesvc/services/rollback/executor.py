@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from tablesvc.config import load_config
 from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError, UnsupportedTableError
-from tablesvc.fsview.names import UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
+from tablesvc.fsview.names import PARTITION_METAFILE, UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
 from tablesvc.logformat import read_log_file, rollback_block, write_log_file
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.services.rollback.planner import (
@@ -395,11 +395,15 @@ def _rollback_state(timeline: Timeline, ts: str) -> State | None:
 
 def _discard_partial_copies(storage, paths: list[str]) -> None:
     """A task killed mid-create leaves a partial temporary copy of a file the plan deletes (its
-    marker came first): remove it too, so the rolled-back instant leaves nothing behind."""
+    marker came first): remove it too, so the rolled-back instant leaves nothing behind.  The
+    same goes for the partition metadata file, which a write creates after its first marker in
+    a new partition."""
     by_folder: dict[str, list[str]] = defaultdict(list)
     for path in paths:
         folder, _, name = path.rpartition("/")
         by_folder[folder].append(name)
+    for names in by_folder.values():
+        names.append(PARTITION_METAFILE)
     discard = getattr(storage, "discard_partial", None)   # storages without temporary copies
     for folder, names in by_folder.items():
         if discard is not None:
