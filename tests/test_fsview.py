@@ -210,3 +210,230 @@ def test_a_view_without_sizes_has_the_same_slices(name):
     assert all(lf.size is None for g in names_only.groups for s in g.slices for lf in s.log_files)
     assert all(lf.size is not None and lf.size > 0 for g in with_sizes.groups for s in g.slices for lf in s.log_files)
     assert names_only.partitions == with_sizes.partitions
+
+
+# -- the fast view (issue #6) against the one-object-per-name view it replaced -------------------------
+def reference_view(storage, base_path, config, timeline, partitions=None, *, sizes=True, only=None):
+    """The view built the way it was before the fast path: every folder listed with sizes (a stat
+    per file), every name parsed into its dataclass, one object per file, the rules one by one."""
+    from bisect import bisect_right
+
+    from tablesvc.fsview.names import PARTITION_METAFILE, looks_like_log_file
+    from tablesvc.fsview.view import BaseFile, FileGroup, FileSlice, FileSystemView, LogFile
+    from timeline.instant import TimelineLayout
+
+    def marked(names):
+        return PARTITION_METAFILE in names or f"{PARTITION_METAFILE}.parquet" in names
+
+    listed = {}
+    if partitions is None:
+        if not config.is_partitioned:
+            partitions = [""]
+        else:
+            found, leaves, stack = [], [], [""]
+            while stack:
+                rel = stack.pop()
+                entries = storage.list_dir(os.path.join(base_path, rel) if rel else base_path)
+                kids = [e.name for e in entries if e.is_dir and not e.name.startswith((".", "_"))
+                        and not (rel == "" and e.name in (".hoodie", "_delta_log"))]
+                files = [e for e in entries if not e.is_dir]
+                if rel and marked({e.name for e in entries}):
+                    found.append(rel)
+                    listed[rel] = files
+                    continue
+                if rel and not kids:
+                    leaves.append(rel)
+                    listed[rel] = files
+                stack.extend(f"{rel}/{k}" if rel else k for k in kids)
+            partitions = sorted(found) if found else sorted(leaves)
+    if only is not None:   # the incremental clean's partitions (it used to drop the others' groups later)
+        partitions = [p for p in partitions if p in only]
+    pending = frozenset(i.timestamp for i in timeline.pending_compactions())
+    v1 = config.layout is TimelineLayout.V1
+    completion = timeline.completion_times()
+    groups, skipped = [], []
+    for partition in partitions:
+        folder = os.path.join(base_path, partition) if partition else base_path
+        files = listed.get(partition)
+        if files is None:
+            files = [e for e in storage.list_dir(folder) if not e.is_dir]
+        bases, logs = {}, {}
+        for e in files:
+            try:
+                if looks_like_log_file(e.name):
+                    ln = LogFileName.parse(e.name)
+                    if ln.extension == "log" and not ln.cdc and (timeline.is_committed_or_archived(ln.instant)
+                                                                 or (v1 and ln.instant in pending)):
+                        logs.setdefault(ln.file_id, []).append(LogFile(ln, e.path, e.size if sizes else None))
+                elif not e.name.startswith(".") and e.name.endswith("." + config.base_file_format.lower()):
+                    bn = BaseFileName.parse(e.name)
+                    if timeline.is_committed_or_archived(bn.instant):
+                        bases.setdefault(bn.file_id, []).append(BaseFile(bn, e.path, e.size if sizes else None))
+            except FileNameError:
+                skipped.append(e.path)
+        for fid in sorted(set(bases) | set(logs)):
+            by_instant = {}
+            for b in sorted(bases.get(fid, []), key=lambda b: b.file_name):
+                by_instant.setdefault(b.name.instant, b)
+            base_instants = sorted(by_instant)
+            slice_logs = {}
+            for lf in logs.get(fid, []):
+                if v1:
+                    first = key = lf.name.instant
+                else:
+                    first = completion.get(lf.name.instant, lf.name.instant)
+                    at = bisect_right(base_instants, first)
+                    key = base_instants[at - 1] if at else lf.name.instant
+                slice_logs.setdefault(key, []).append(((first, lf.name.version, lf.name.write_token), lf))
+            slices = tuple(FileSlice(partition, fid, k, by_instant.get(k),
+                                     tuple(lf for _, lf in sorted(slice_logs.get(k, []), key=lambda x: x[0])))
+                           for k in sorted(set(base_instants) | set(slice_logs)))
+            groups.append(FileGroup(partition, fid, slices))
+    return FileSystemView(config, timeline, tuple(partitions), tuple(groups), pending, tuple(skipped))
+
+
+def _view_shape(view):
+    return (view.partitions, view.skipped_files, [
+        (g.partition, g.file_id, [(s.base_instant, s.file_names, s.describe(), s.base_file,
+                                   tuple((lf.name, lf.path, lf.size) for lf in s.log_files)) for s in g.slices])
+        for g in view.groups])
+
+
+def _odd_names(table, timeline):
+    """Add what real folders hold besides the hot shapes: checksum files, temporary files, an
+    uncommitted write, a log of version "01", archive and cdc logs, a second attempt's base file,
+    a foreign file, a stray folder; and give data files sizes."""
+    import random
+
+    rng = random.Random(6)
+    parts = sorted(p for p in os.listdir(table.base_path) if p.startswith("part="))
+    for k, part in enumerate(parts):
+        folder = os.path.join(table.base_path, part)
+        names = sorted(os.listdir(folder))
+        for n in names:
+            if n.endswith(".parquet") or ".log." in n:
+                os.truncate(os.path.join(folder, n), rng.randrange(0, 100_000))
+        if k % 3:
+            continue      # the other folders keep the hot shapes only (the fast path)
+        log = next(n for n in names if ".log." in n)
+        fid, instant = log[1:].split("_")[0], log.split("_")[1].split(".")[0]
+        base = next(n for n in names if n.endswith(".parquet"))
+        extra = [f".{log}.crc", f".{base}.crc", f".{log}.{'0' * 32}.tmp", f".{fid}_{instant}.log.01_0-1-0",
+                 f".{fid}_{instant}.archive.1_0-1-0", f".{fid}_{instant}.log.7_0-1-0.cdc",
+                 f".{fid}_20991231000000000.log.1_0-1-0", f"{fid}_0-9-9_20991231000000000.parquet",
+                 base.replace("_0-1-0_", "_0-1-1_"), "part-0000.parquet", "notes.txt"]
+        for n in extra:
+            with open(os.path.join(folder, n), "wb") as f:
+                f.write(b"x" * rng.randrange(1, 100))
+        os.makedirs(os.path.join(folder, ".tmp"), exist_ok=True)
+
+
+@pytest.fixture(scope="module")
+def synthetic_table(tmp_path_factory):
+    """The planning benchmark's table shape (tests/benchmarks/test_bench_planning.py), 300 delta
+    commits / ~3k data files, with odd names added to a third of its partitions."""
+    import sys as _sys
+
+    _sys.path.insert(0, os.path.join(os.path.dirname(__file__), "benchmarks"))
+    from test_bench_planning import build_timeline
+
+    built = build_timeline(tmp_path_factory.mktemp("synthetic") / "t", 300)
+    _odd_names(built.table, built.table.timeline())
+    return Table.open(built.table.base_path)
+
+
+@pytest.mark.parametrize("sizes", [True, False])
+def test_the_view_equals_the_one_object_per_name_view(synthetic_table, sizes):
+    """Every group, slice, name, path, size and skipped file, lazily made or not."""
+    from tablesvc.fsview import FileSystemView
+
+    table = synthetic_table
+    timeline = table.timeline()
+    fast = FileSystemView.build(table.storage, table.base_path, table.config, timeline, sizes=sizes)
+    ref = reference_view(table.storage, table.base_path, table.config, timeline, sizes=sizes)
+    assert any(g for g in fast.groups)
+    # before anything is materialized: names, and the planners' columns
+    for g, r in zip(fast.groups, ref.groups):
+        for s, rs in zip(g.slices, r.slices):
+            assert s.file_names == rs.file_names
+            folders, stored, names, instants = s.log_columns()
+            assert [f"{f}/{n}" for f, n in zip(folders, stored)] == [lf.path for lf in rs.log_files]
+            assert names == [lf.file_name for lf in rs.log_files]
+            assert instants == [lf.name.instant for lf in rs.log_files]
+    assert _view_shape(fast) == _view_shape(ref)
+    assert fast.groups == ref.groups   # dataclass equality sees the made objects
+    assert fast.latest_file_slices(table.storage) == ref.latest_file_slices(table.storage)
+    assert len(fast.skipped_files) > 0
+
+
+def test_planners_plan_the_same_with_the_one_object_per_name_view(synthetic_table, monkeypatch):
+    """Compaction and clean plans (several policies and budgets) are identical whichever view the
+    planners build: the fast path changes no decision."""
+    import tablesvc.fsview.view as view_module
+    from tablesvc.config import build_config
+    from tablesvc.services.clean.planner import plan_clean
+    from tablesvc.services.compaction.planner import build_plan
+
+    table = synthetic_table
+    configs = [({"hoodie.compaction.target.io": io} if io else {}) for io in (None, "1", "3")] + [
+        {"hoodie.cleaner.policy": p, **extra} for p in ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS")
+        for extra in ({}, {"hoodie.cleaner.commits.retained": "100", "hoodie.cleaner.fileversions.retained": "1"})]
+
+    def plans():
+        out = []
+        for conf in configs:
+            cfg = build_config(conf=conf or None)
+            plan, why, summary = build_plan(table, table.timeline(), cfg)
+            clean = plan_clean(table, cfg)
+            out.append((plan, why, summary, clean))
+        return out
+
+    fast = plans()
+    assert any(p[0] for p in fast) and any(p[3].files for p in fast)
+    monkeypatch.setattr(view_module.FileSystemView, "build", classmethod(
+        lambda cls, storage, base, config, timeline, partitions=None, *, sizes=True, only=None:
+        reference_view(storage, base, config, timeline, partitions, sizes=sizes, only=only)))
+    # (the compaction planner asks for names only, then reads its candidates' sizes itself)
+    assert plans() == fast
+    # an incremental clean (a previous clean 2 writes before the next ECTR): the partitions written since
+    monkeypatch.undo()
+    _record_clean(table, table.timeline().completed_writes()[-12])
+    fast = plans()
+    assert 0 < fast[3][3].partitions_scanned < len(table.file_system_view().partitions)
+    monkeypatch.setattr(view_module.FileSystemView, "build", classmethod(
+        lambda cls, storage, base, config, timeline, partitions=None, *, sizes=True, only=None:
+        reference_view(storage, base, config, timeline, partitions, sizes=sizes, only=only)))
+    assert plans() == fast
+
+
+def _record_clean(table, ectr):
+    """A completed clean whose earliest commit to retain is ``ectr`` (nothing deleted)."""
+    from timeline.instant import Action
+    from timeline.payloads import (ActionInstant, CleanerPlan, CleanMetadata, encode_clean_metadata,
+                                   encode_cleaner_plan)
+
+    last = table.timeline().completed_writes()[-1]
+    plan = CleanerPlan(policy="KEEP_LATEST_COMMITS",
+                       earliest_instant_to_retain=ActionInstant(ectr.timestamp, ectr.action.value, "COMPLETED"),
+                       last_completed_commit_timestamp=last.timestamp, file_paths_to_be_deleted_per_partition={},
+                       partitions_to_be_deleted=())
+    w = table.timeline_writer
+    inflight = w.start(w.request(Action.CLEAN, encode_cleaner_plan(plan)))
+    w.complete(inflight, encode_clean_metadata(CleanMetadata(
+        start_clean_time=inflight.timestamp, time_taken_in_millis=0, total_files_deleted=0,
+        earliest_commit_to_retain=ectr.timestamp, partition_metadata={}, last_completed_commit_timestamp=last.timestamp,
+        policy="KEEP_LATEST_COMMITS")))
+
+
+def test_file_sizes_by_name_with_gone_files(tmp_path):
+    """One stat per name, relative to the folder; a file deleted since the listing gives None (the
+    listing with sizes left such files out); other storages go through Storage.stat."""
+    from helpers import ListingCounter
+    from tablesvc.fsview.sizes import file_sizes
+
+    for n, size in (("a", 3), ("b", 0), ("c", 7)):
+        (tmp_path / n).write_bytes(b"x" * size)
+    for storage in (LocalStorage(), ListingCounter()):
+        assert file_sizes(storage, str(tmp_path), ["c", "a", "b"]) == [7, 3, 0]
+        assert file_sizes(storage, str(tmp_path), ["a", "gone", "c"]) == [3, None, 7]
+        assert file_sizes(storage, str(tmp_path / "nowhere"), ["a"]) == [None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import os
 import signal
 import subprocess
@@ -215,8 +216,9 @@ def counting_writer(tmp_path: Path, layout: TimelineLayout) -> tuple[TimelineWri
 @pytest.mark.parametrize("layout", list(TimelineLayout))
 def test_start_and_a_layout_1_completion_read_names_not_the_folder(tmp_path, layout):
     """start() asks for the few names of its timestamp; so does complete() in layout 1.  Layout 2's
-    complete() lists once: another process's completion file has an unknown name (its completion
-    time) and the new completion time must exceed every time on the timeline."""
+    complete() lists once on a storage it cannot watch (this counting wrapper): another process's
+    completion file has an unknown name (its completion time) and the new completion time must
+    exceed every time on the timeline (plain local storage: the next tests)."""
     w, storage = counting_writer(tmp_path, layout)
     for action in (Action.DELTA_COMMIT, Action.COMPACTION, Action.CLEAN, Action.COMMIT):
         requested = w.request(action)
@@ -328,3 +330,107 @@ def test_start_by_name_goes_ahead_exactly_where_the_full_check_does(tmp_path, la
     assert w.start(Instant(done.timestamp, Action.DELTA_COMMIT, State.REQUESTED)) == inflight
     assert (tmp_path / layout.timeline_dir / inflight.file_name()).exists()
     assert w.load().require(done.timestamp) == done
+
+
+# -- layout 2 completion from change events (timeline.watch) ----------------------------------------
+def watched_writer(tmp_path: Path, monkeypatch, clock: ManualClock | None = None):
+    """A layout-2 writer on plain local storage, and the list of folders LocalStorage listed (the
+    class is patched, so the storage stays watchable); skipped where the folder cannot be watched."""
+    from timeline.watch import watch_folder
+
+    w = make_writer(tmp_path, TimelineLayout.V2, clock)
+    if watch_folder(str(tmp_path / TimelineLayout.V2.timeline_dir)) is None:
+        pytest.skip("no change events for this folder (not Linux, or not a local file system)")
+    listed: list[str] = []
+    real = LocalStorage.list_names
+    monkeypatch.setattr(LocalStorage, "list_names", lambda self, path: listed.append(path) or real(self, path))
+    return w, listed
+
+
+def test_a_layout_2_completion_lists_nothing_after_a_load(tmp_path, monkeypatch):
+    """After any load (request() loads under the lock), complete() decides from that timeline plus
+    the names created and deleted since: no listing, same files and times as the full check."""
+    w, listed = watched_writer(tmp_path, monkeypatch)
+    for action in (Action.DELTA_COMMIT, Action.COMPACTION, Action.CLEAN, Action.COMMIT, Action.LOG_COMPACTION):
+        requested = w.request(action)
+        inflight = w.start(requested)
+        listed.clear()
+        done = w.complete(inflight, b"{}")
+        assert listed == []
+        tl = w.load()
+        assert tl.require(requested.timestamp) == done and done.completion_time == tl.max_time()
+
+
+def test_a_layout_2_completion_sees_what_another_process_did_since_the_load(tmp_path, monkeypatch):
+    """Another process (a Java writer: plain files, no lock, a clock far ahead) completes our instant
+    or another one after our last load: the change events tell, so the double completion is refused
+    and the new completion time exceeds the other writer's times, still without listing."""
+    w, listed = watched_writer(tmp_path, monkeypatch)
+    folder = tmp_path / TimelineLayout.V2.timeline_dir
+    mine = w.start(w.request(Action.CLEAN))
+    other = w.start(w.request(Action.DELTA_COMMIT))
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        open({str(folder / f"{mine.timestamp}_20990101000000000.clean")!r}, "wb").close()
+        open({str(folder / f"{other.timestamp}_20990101000000001.deltacommit")!r}, "wb").close()
+    """)], check=True)
+    with pytest.raises(IllegalTransitionError, match="completed -> completed"):
+        w.complete(mine, b"mine")      # the fast path stepped aside; the full check refused
+    later = w.start(w.request(Action.DELTA_COMMIT))
+    listed.clear()
+    done = w.complete(later, b"")
+    assert listed == [] and done.completion_time > "20990101000000001"
+    # a file deleted by another process counts too: the instant is inflight again
+    (folder / done.file_name()).unlink()
+    listed.clear()
+    again = w.complete(later, b"")
+    assert listed == [] and again.completion_time > done.completion_time
+
+
+def test_a_layout_2_completion_lists_when_changes_cannot_be_known(tmp_path, monkeypatch):
+    """Lost events (queue overflow), a forked child (the queue is the parent's) or no load yet in
+    this process: complete() lists, as before."""
+    import timeline.active as active
+
+    w, listed = watched_writer(tmp_path, monkeypatch)
+    inflight = w.start(w.request(Action.DELTA_COMMIT))
+    folder = str(tmp_path / TimelineLayout.V2.timeline_dir)
+    active._WATCHES[folder]._valid = False          # what an overflow event does
+    listed.clear()
+    w.complete(inflight, b"")
+    assert len(listed) == 1
+    inflight = w.start(w.request(Action.DELTA_COMMIT))   # the request's load watches again
+    pid = os.fork()
+    if pid == 0:   # the child: one listing, and a refusal of nothing it should not refuse
+        try:
+            listed.clear()
+            w.complete(inflight, b"")
+            os._exit(0 if len(listed) == 1 else 1)
+        except BaseException:
+            os._exit(2)
+    assert os.waitpid(pid, 0)[1] == 0
+    with pytest.raises(IllegalTransitionError, match="completed -> completed"):
+        w.complete(inflight, b"")   # the parent learns of the child's completion from the events
+
+
+@pytest.mark.parametrize("layout", [None, *TimelineLayout])
+def test_names_cut_by_position_parse_as_the_pattern_parses_them(layout):
+    """The loader cuts names with a 17-digit time by position (a cold load of 30k names, issue #6);
+    every other shape, and every refusal, is the pattern parser's."""
+    import timeline.active as active
+
+    t, c = "20250101000000123", "20250101000000456"
+    names = []
+    for action in Action:
+        for suffix in (f".{action.value}", f".{action.value}.requested", f".{action.value}.inflight", ".inflight"):
+            for head in (t, f"{t}_{c}", t[:14], f"{t[:14]}_{c[:14]}", f"{t}_{c[:14]}", f"{t}_x{c[1:]}", f"{t}0",
+                         f"{t}_{c}_{c}", f"{t}__{c}"):
+                names += [head + suffix, head + suffix + "x", head + suffix + ".requested"]
+    names += [t, f"{t}.", f"{t}_", f"{t}_{c}", f"{t}.inflight.inflight", "٠" * 17 + ".commit"]
+    for name in sorted(set(names)):
+        try:
+            expected = active._sort_entry(name, layout)
+        except InvalidInstantError as e:
+            with pytest.raises(InvalidInstantError, match=re.escape(str(e))):
+                active._listed_entries([name], layout)
+            continue
+        assert active._listed_entries([name], layout) == [expected], name

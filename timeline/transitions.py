@@ -16,10 +16,12 @@ Legal moves::
 Anything else raises ``IllegalTransitionError`` and touches nothing.
 
 Cost on a long timeline (issue #6): ``start`` and a layout-1 ``complete`` decide from the few
-file names of their timestamp (``exists``), never listing the folder; everything else loads the
-timeline, which after the first load is one listing of names plus the few files that changed
-(``Timeline.load`` keeps the last snapshot).  The rare unusual state always takes the full path,
-so every refusal is the one a full load gives.
+file names of their timestamp (``exists``), never listing the folder; a layout-2 ``complete``
+decides from the timeline this process last loaded plus the names created and deleted since,
+as the kernel reports them (``Timeline.changed_since_load``, local file systems), else it loads
+the timeline; everything else loads the timeline, which after the first load is one listing of
+names plus the few files that changed (``Timeline.load`` keeps the last snapshot).  The rare
+unusual state always takes the full path, so every refusal is the one a full load gives.
 """
 
 from __future__ import annotations
@@ -167,6 +169,13 @@ class TimelineWriter:
                 done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED)
                 self._write_new(done, payload)
                 return done
+            if precheck is None and self.layout is TimelineLayout.V2:
+                after = self._inflight_v2_and_latest(instant)
+                if after is not None:
+                    done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED,
+                                   self.generator.next(after=after))
+                    self._write_new(done, payload)
+                    return done
             # Layout 2 needs the folder: the instant's completed file, if another process wrote
             # one, has an unknown name (its completion time), and the new completion time must
             # exceed every time on the timeline.  The load is one listing of names plus the few
@@ -189,6 +198,39 @@ class TimelineWriter:
         has no completion time to choose, hence nothing else to look at."""
         return (self._exists(instant.timestamp, instant.action, State.INFLIGHT)
                 and not self._exists(instant.timestamp, instant.action.completed_action, State.COMPLETED))
+
+    def _inflight_v2_and_latest(self, instant: Instant) -> str | None:
+        """Layout 2, under the lock, without listing: the greatest time on the timeline when
+        ``instant`` is inflight (what the full check needs: its family's files, and that time),
+        told by the timeline this process last loaded plus the names created and deleted in the
+        folder since (``Timeline.changed_since_load``: kernel change events, any process's);
+        None when those are not known exactly or the instant is not plainly inflight: the caller
+        then takes the full path, for its own verdict."""
+        known = Timeline.changed_since_load(self.storage, self.base_path, self.layout)
+        if known is None:
+            return None
+        timeline, changes = known
+        ts, family = instant.timestamp, instant.action.completed_action
+        files = {f.file_name(): f for f in timeline.files_of(ts)}
+        latest = timeline.max_time()
+        for name, present in changes.items():
+            if not present:
+                files.pop(name, None)   # a time that left the timeline may stay in ``latest``: still safe
+                continue
+            try:
+                added = Instant.parse(name, self.layout)
+            except InvalidInstantError:   # the full load refuses it, worded as always
+                return None
+            if added.timestamp == ts:
+                files[name] = added
+            for t in (added.timestamp, added.completion_time):
+                if t is not None and (latest is None or t > latest):
+                    latest = t
+        same = [f for f in files.values() if f.action.completed_action is family]
+        current = max(same, key=lambda f: f.state.rank) if same else None
+        if current is None or current.state is not State.INFLIGHT:
+            return None
+        return latest
 
     # -- undoing ------------------------------------------------------------------------
     def revert_to_requested(self, instant: Instant) -> Instant:

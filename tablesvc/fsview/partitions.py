@@ -19,50 +19,41 @@ def _is_hidden(name: str) -> bool:
     return name.startswith(".") or name.startswith("_")
 
 
-# (name, path, size): one plain file of a partition folder; size is None when not read
-StoredName = tuple[str, str, "int | None"]
-
-
 def list_partitions(storage: Storage, base_path: str, partitioned: bool) -> list[str]:
     """Relative partition paths ("" for a non-partitioned table), sorted."""
     return discover_partitions(storage, base_path, partitioned)[0]
 
 
-def discover_partitions(storage: Storage, base_path: str, partitioned: bool, *,
-                        sizes: bool = False) -> tuple[list[str], dict[str, list[StoredName]]]:
-    """(partitions as ``list_partitions`` gives them, the plain files of every partition, as
+def discover_partitions(storage: Storage, base_path: str,
+                        partitioned: bool) -> tuple[list[str], dict[str, list[str]]]:
+    """(partitions as ``list_partitions`` gives them, the plain file names of every partition, as
     listed on the way): the file-system view needs no second listing of any folder.
 
-    Without ``sizes`` a folder is listed by name only (no ``stat`` per file: a partition folder
-    holds thousands of data files and only the marker matters here); folders without the marker
-    are then listed in full for their sub-folders.
+    Folders are listed by name only (no ``stat`` per file: a partition folder holds thousands of
+    data files and only the marker matters here); folders without the marker are then listed in
+    full for their sub-folders.
     """
     if not partitioned:
         return [""], {}
     marked: list[str] = []
     leaves: list[str] = []
-    files_of: dict[str, list[StoredName]] = {}
+    files_of: dict[str, list[str]] = {}
     stack = [""]
     while stack:
         rel = stack.pop()
         folder = join(base_path, rel) if rel else base_path
-        if rel and not sizes:
+        if rel:
             names = storage.list_names(folder)
             if _has_marker(names):
                 marked.append(rel)
-                files_of[rel] = [(n, f"{folder}/{n}", None) for n in names]
+                files_of[rel] = names
                 continue
         entries = storage.list_dir(folder)
-        files = [(e.name, e.path, e.size if sizes else None) for e in entries if not e.is_dir]
-        if rel and _has_marker({e.name for e in entries}):
-            marked.append(rel)
-            files_of[rel] = files
-            continue
         children = [e.name for e in entries if e.is_dir and not _is_hidden(e.name)
                     and not (rel == "" and e.name in _SKIP_TOP)]
         if rel and not children:
             leaves.append(rel)
-            files_of[rel] = files
+            files_of[rel] = [e.name for e in entries if not e.is_dir]
         stack.extend(f"{rel}/{c}" if rel else c for c in children)
     return (sorted(marked) if marked else sorted(leaves)), files_of
 

@@ -20,15 +20,13 @@ Rules (docs/file-system-view.md explains them with examples):
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import defaultdict
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from tablesvc.errors import FileNameError
-from tablesvc.fsview.names import BaseFileName, LogFileName, unchecked
-from tablesvc.fsview.partitions import StoredName, discover_partitions
+from tablesvc.fsview.grouping import (GroupingRules, group_partition, materialize_base, materialize_logs,
+                                     raw_file_names, raw_log_columns)
+from tablesvc.fsview.names import BaseFileName, LogFileName
+from tablesvc.fsview.partitions import discover_partitions
 from timeline.active import Timeline, gc_paused
 from timeline.instant import Action, TimelineLayout
 from timeline.storage import Storage, join
@@ -58,6 +56,9 @@ class LogFile(_StoredFile):
     """A log file; ``name`` is a ``LogFileName``."""
 
 
+_LAZY_FIELDS = frozenset({"base_file", "log_files"})
+
+
 @dataclass(frozen=True)
 class FileSlice:
     partition: str
@@ -68,8 +69,47 @@ class FileSlice:
 
     @property
     def file_names(self) -> tuple[str, ...]:
+        raw = self.__dict__.get("_raw")
+        if raw is not None and "log_files" not in self.__dict__:
+            return raw_file_names(raw)
         head = (self.base_file.file_name,) if self.base_file else ()
         return head + tuple(lf.file_name for lf in self.log_files)
+
+    def log_columns(self) -> tuple[list[str], list[str], list[str], list[str]]:
+        """The log files as parallel lists, in order: (folder, stored name, file name as
+        ``LogFileName`` spells it, instant) of each.  What planners read of many slices, without
+        an object per log file (read-only: the lists may be the slice's own)."""
+        raw = self.__dict__.get("_raw")
+        if raw is not None and "log_files" not in self.__dict__:
+            return raw_log_columns(raw)
+        folders, stored = [], []
+        for lf in self.log_files:
+            folder, _, name = lf.path.rpartition("/")
+            folders.append(folder)
+            stored.append(name)
+        return folders, stored, [lf.file_name for lf in self.log_files], [lf.name.instant for lf in self.log_files]
+
+    # A slice the view builds holds its files as plain lists and tuples (``_raw``) until
+    # ``base_file`` or ``log_files`` is first read: a table has one object per data file otherwise,
+    # and planners look at a fraction of them (grouping.py).  Equality, hashing, repr and replace() read the
+    # fields, so they see the objects; a pickled slice carries the objects, not the tuples.
+    def __getattr__(self, name: str):    # only called when the attribute is not set
+        fields = self.__dict__
+        raw = fields.get("_raw")
+        if raw is not None and name in _LAZY_FIELDS:
+            # (another thread may be doing the same: it makes equal objects)
+            fields[name] = materialize_base(raw) if name == "base_file" else materialize_logs(raw, fields["file_id"])
+            if "base_file" in fields and "log_files" in fields:
+                fields.pop("_raw", None)
+        if name in _LAZY_FIELDS and name in fields:
+            return fields[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __getstate__(self) -> dict:
+        if "_raw" in self.__dict__:
+            self.__getattr__("base_file")
+            self.__getattr__("log_files")
+        return dict(self.__dict__)
 
     def describe(self) -> dict[str, object]:
         return {"partition": self.partition, "file_id": self.file_id, "base_instant": self.base_instant,
@@ -100,62 +140,40 @@ class FileSystemView:
     # -- building --------------------------------------------------------------------------
     @classmethod
     def build(cls, storage: Storage, base_path: str, config: "TableConfig", timeline: Timeline,
-              partitions: list[str] | None = None, *, sizes: bool = True) -> "FileSystemView":
-        """The view of ``timeline``.  ``sizes=False`` lists file names only (no ``stat`` per data
-        file, the dominant cost on large tables) and leaves every ``size`` None: for callers
-        that only need names and slices (the clean planner)."""
-        with gc_paused():   # one object per data file (see gc_paused)
-            return cls._build(storage, base_path, config, timeline, partitions, sizes)
+              partitions: list[str] | None = None, *, sizes: bool = True,
+              only: "set[str] | None" = None) -> "FileSystemView":
+        """The view of ``timeline``.  Folders are listed by name only; with ``sizes`` (the default)
+        each visible data file is then ``stat``-ed for its size (hidden, uncommitted and unrelated
+        files are not), and a file deleted in between is left out, as a listing with sizes would.
+        ``sizes=False`` leaves every ``size`` None: for callers that need names and slices only
+        (the clean planner) or sizes of a few slices (the compaction planner: ``fsview.sizes``);
+        a ``stat`` is the dominant per-file cost on large tables.  ``only``: of the partitions
+        found, group just these (an incremental clean); the view's ``partitions`` are those."""
+        with gc_paused():   # many long-lived objects, no cycles (see gc_paused)
+            return cls._build(storage, base_path, config, timeline, partitions, sizes, only)
 
     @classmethod
     def _build(cls, storage: Storage, base_path: str, config: "TableConfig", timeline: Timeline,
-               partitions: list[str] | None, sizes: bool) -> "FileSystemView":
-        listed: dict[str, list[StoredName]] = {}
+               partitions: list[str] | None, sizes: bool, only: "set[str] | None") -> "FileSystemView":
+        listed: dict[str, list[str]] = {}
         if partitions is None:
-            partitions, listed = discover_partitions(storage, base_path, config.is_partitioned, sizes=sizes)
+            partitions, listed = discover_partitions(storage, base_path, config.is_partitioned)
+        if only is not None:
+            partitions = [p for p in partitions if p in only]
         pending_compactions = frozenset(i.timestamp for i in timeline.pending_compactions())
-        completion = timeline.completion_times()
-        committed = _Committed(timeline)
-        v6_pending = pending_compactions if config.layout is TimelineLayout.V1 else frozenset()
-        base_suffix = "." + config.base_file_format.lower()
+        rules = GroupingRules(timeline, _Committed(timeline),
+                              pending_compactions if config.layout is TimelineLayout.V1 else frozenset(),
+                              "." + config.base_file_format.lower(), config.layout is TimelineLayout.V1,
+                              timeline.completion_times())
         groups: list[FileGroup] = []
         skipped: list[str] = []
         for partition in partitions:
-            files = listed.get(partition)
-            if files is None:
-                files = _list_files(storage, join(base_path, partition) if partition else base_path, sizes)
-            bases, logs = _collect(files, committed, v6_pending, base_suffix, skipped)
-            for file_id in sorted(set(bases) | set(logs)):
-                groups.append(cls._group(partition, file_id, bases.get(file_id, []), logs.get(file_id, []),
-                                         config.layout, completion))
+            folder = join(base_path, partition) if partition else base_path
+            names = listed.get(partition)
+            if names is None:
+                names = storage.list_names(folder)
+            groups += group_partition(storage, partition, folder, names, rules, skipped, sizes)
         return cls(config, timeline, tuple(partitions), tuple(groups), pending_compactions, tuple(skipped))
-
-    @staticmethod
-    def _group(partition: str, file_id: str, bases: list[BaseFile], logs: list[LogFile],
-               layout: TimelineLayout, completion: dict[str, str]) -> FileGroup:
-        by_instant: dict[str, BaseFile] = {}
-        for b in sorted(bases, key=lambda b: b.file_name):
-            # Two base files for one instant only exist after a failed task attempt; keep
-            # the first deterministically (rollback/markers clean the other up).
-            by_instant.setdefault(b.name.instant, b)
-        base_instants = sorted(by_instant)
-        v1 = layout is TimelineLayout.V1
-        # per slice: (order key, log); logs are ordered by instant (v6) or completion time (v8+)
-        slice_logs: dict[str, list[tuple[tuple, LogFile]]] = defaultdict(list)
-        for lf in logs:
-            name = lf.name
-            if v1:
-                first = key = name.instant
-            else:
-                # the slice with the greatest base instant at or before the log's completion time
-                first = completion.get(name.instant, name.instant)
-                at = bisect_right(base_instants, first)
-                key = base_instants[at - 1] if at else name.instant
-            slice_logs[key].append(((first, name.version, name.write_token), lf))
-        keys = sorted(set(base_instants) | set(slice_logs))
-        slices = tuple(FileSlice(partition, file_id, k, by_instant.get(k), _in_order(slice_logs.get(k, ())))
-                       for k in keys)
-        return FileGroup(partition, file_id, slices)
 
     # -- queries -----------------------------------------------------------------------------
     def replaced_file_ids(self, storage: Storage, as_of: str | None = None) -> set[tuple[str, str]]:
@@ -190,43 +208,6 @@ class FileSystemView:
                                   prev.log_files + s.log_files)
             out.append(s)
         return out
-
-
-def _in_order(keyed: list[tuple[tuple, LogFile]]) -> tuple[LogFile, ...]:
-    return tuple(lf for _, lf in sorted(keyed, key=itemgetter(0)))   # stable; never compares logs
-
-
-def _collect(files: list[StoredName], committed: _Committed, v6_pending: frozenset[str], base_suffix: str,
-             skipped: list[str]) -> tuple[dict[str, list[BaseFile]], dict[str, list[LogFile]]]:
-    """The visible base and log files of one partition, per file id; names that look like data
-    files but do not parse go to ``skipped``.  (This loop runs once per data file of the table.)
-
-    Visible: files of committed instants; and on v6 the logs of a pending compaction's new slice
-    (v6 names logs by slice base instant: after a compaction is scheduled, new logs carry the
-    compaction's instant while it is pending; their blocks are checked one by one)."""
-    bases: dict[str, list[BaseFile]] = defaultdict(list)
-    logs: dict[str, list[LogFile]] = defaultdict(list)
-    for name, path, size in files:
-        try:
-            if name[:1] == ".":
-                if ".log." in name and not name.endswith(".tmp"):       # looks_like_log_file
-                    ln = LogFileName.parse(name)
-                    if ln.extension == "log" and not ln.cdc and (committed[ln.instant] or ln.instant in v6_pending):
-                        logs[ln.file_id].append(unchecked(LogFile, {"name": ln, "path": path, "size": size}))
-            elif name.endswith(base_suffix):
-                bn = BaseFileName.parse(name)
-                if committed[bn.instant]:
-                    bases[bn.file_id].append(unchecked(BaseFile, {"name": bn, "path": path, "size": size}))
-        except FileNameError:
-            skipped.append(path)
-    return bases, logs
-
-
-def _list_files(storage: Storage, folder: str, sizes: bool) -> list[StoredName]:
-    """The plain files of one folder as (name, path, size or None)."""
-    if sizes:
-        return [(i.name, i.path, i.size) for i in storage.list_dir(folder) if not i.is_dir]
-    return [(n, f"{folder}/{n}", None) for n in storage.list_names(folder)]
 
 
 class _Committed(dict):

@@ -477,7 +477,8 @@ def test_state_transition(bench, tables):
                  notes=(f"rows = timeline files; median {ours.seconds * 1000:.1f} ms ({theirs.seconds * 1000:.2f} ms "
                         f"at 100 instants) of requested->inflight and inflight->completed (under the table lock) on "
                         f"{b.label} ({tables.where}): start {s * 1000:.2f} ms, complete {c * 1000:.2f} ms (layout 2: "
-                        f"one listing of the timeline folder); on a disk (fsync) with 100 instants: start "
+                        f"the last loaded timeline plus the folder's change events, no listing); on a disk "
+                        f"(fsync) with 100 instants: start "
                         f"{ds * 1000:.1f} ms, complete {dc * 1000:.1f} ms"),
                  tablesvc_ms=round(ours.seconds * 1000, 3), baseline_ms=round(theirs.seconds * 1000, 3),
                  start_s=round(s, 4), complete_s=round(c, 4), disk_small_start_s=round(ds, 4),

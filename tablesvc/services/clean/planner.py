@@ -221,11 +221,13 @@ def plan_clean(table, config: ServiceConfig, timeline: Timeline | None = None) -
     reason = _timeline_says_nothing(timeline, cfg, ectr, prev_ectr)
     if reason is not None:
         return PlannedClean(None, reason, 0, 0)
-    # names only: a clean deletes whole slices and needs no file sizes (no stat per data file)
-    view = FileSystemView.build(table.storage, table.base_path, table.config, timeline, sizes=False)
-    partitions = set(view.partitions)
+    written = None
     if cfg.incremental and prev_ectr and ectr is not None and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS:
-        partitions &= _partitions_written(table, timeline, prev_ectr, ectr.timestamp)
+        written = _partitions_written(table, timeline, prev_ectr, ectr.timestamp)
+    # Names only: a clean deletes whole slices and needs no file sizes (no stat per data file).
+    # Incremental: the other partitions are found (listed) but not grouped.
+    view = FileSystemView.build(table.storage, table.base_path, table.config, timeline, sizes=False, only=written)
+    partitions = set(view.partitions)
     reserved = _reserved_slices(table, timeline)
     savepointed = _savepointed_files(table, timeline)
     if cfg.policy is CleanerPolicy.KEEP_LATEST_FILE_VERSIONS:

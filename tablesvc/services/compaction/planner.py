@@ -22,7 +22,8 @@ from typing import Any
 from tablesvc.config.values import config_value
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.fsview.names import LogFileName
-from tablesvc.fsview.view import FileSlice
+from tablesvc.fsview.sizes import file_sizes
+from tablesvc.fsview.view import FileSlice, FileSystemView
 from tablesvc.services.compaction.triggers import compaction_due
 from tablesvc.services.plan_execution import schedule_plan
 from tablesvc.services.result import ServiceResult
@@ -112,10 +113,7 @@ class _Candidate:
     slice: FileSlice
     log_names: tuple[str, ...]
     log_bytes: int
-
-    @property
-    def base_bytes(self) -> int:
-        return self.slice.base_file.size if self.slice.base_file else 0
+    base_bytes: int
 
     def operation(self) -> CompactionOperation:
         read_mb = (self.base_bytes + self.log_bytes) / MB
@@ -126,6 +124,44 @@ class _Candidate:
         return CompactionOperation(base_instant_time=s.base_instant, file_id=s.file_id, partition_path=s.partition,
                                    data_file_path=s.base_file.file_name if s.base_file else None,
                                    delta_file_paths=self.log_names, metrics=metrics)
+
+
+def _with_sizes(storage, chosen: list[tuple[FileSlice, tuple[list[str], list[str], list[str]]]]) -> list[_Candidate]:
+    """The candidates with the sizes of their log and base files: one ``stat`` per file, asked per
+    folder by name (``file_sizes``), and no Python step per log file.  A file deleted since the
+    listing is left out as the listing would have left it out: a log from its candidate, a base
+    file with its whole candidate (its file group is changing under us; it is planned next time)."""
+    batches: dict[str, list[str]] = {}
+    spans = []   # per candidate: (folder, first log, end of logs, base file at end or -1)
+    for s, (folders, stored, _) in chosen:
+        folder = folders[0]
+        if folders.count(folder) != len(folders):   # never for a view's slice: one partition folder
+            raise ValueError(f"file slice {s.file_id} has log files in several folders")
+        batch = batches.setdefault(folder, [])
+        start = len(batch)
+        batch += stored
+        base_at = -1
+        if s.base_file is not None:
+            base_folder, _, base_name = s.base_file.path.rpartition("/")
+            if base_folder != folder:
+                raise ValueError(f"file slice {s.file_id} has its base file in another folder")
+            base_at = len(batch)
+            batch.append(base_name)
+        spans.append((folder, start, start + len(stored), base_at))
+    sizes = {folder: file_sizes(storage, folder, names) for folder, names in batches.items()}
+    out = []
+    for (s, (_, _, names)), (folder, start, end, base_at) in zip(chosen, spans):
+        found = sizes[folder]
+        base_bytes = found[base_at] if base_at >= 0 else 0
+        if base_bytes is None:
+            continue
+        log_sizes = found[start:end]
+        if None in log_sizes:
+            names = [n for n, size in zip(names, log_sizes) if size is not None]
+            log_sizes = [size for size in log_sizes if size is not None]
+        if names:
+            out.append(_Candidate(s, tuple(names), sum(log_sizes), base_bytes))  # type: ignore[arg-type]
+    return out
 
 
 def pending_writes(timeline: Timeline) -> list[str]:
@@ -142,18 +178,27 @@ def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[Compactio
                           "every pending write (v6 names log files after their slice), so nothing is scheduled "
                           "until it completes or is rolled back"), {}
     pinned = pinned_file_groups(table, timeline)
-    view = table.file_system_view(timeline)
-    candidates: list[_Candidate] = []
+    # Names only: sizes are read for the candidates' files alone (below), not for every data file.
+    view = FileSystemView.build(table.storage, table.base_path, table.config, timeline, sizes=False)
+    chosen_logs: list[tuple[FileSlice, tuple[list[str], list[str], list[str]]]] = []
     skipped_pinned = 0
+    committed = timeline.is_committed_or_archived
+    v6 = table.config.version < 8
     for s in view.latest_file_slices(table.storage):
-        logs = [lf for lf in s.log_files if timeline.is_committed_or_archived(lf.name.instant)
-                or (table.config.version < 8 and lf.name.instant == s.base_instant)]
-        if not logs:
+        # parallel lists (folder, stored name, file name, instant) per log: no object per log file
+        folders, stored, names, instants = s.log_columns()
+        if v6:
+            keep = [k for k, t in enumerate(instants) if committed(t) or t == s.base_instant]
+            if len(keep) < len(names):
+                folders, stored, names = ([*map(col.__getitem__, keep)] for col in (folders, stored, names))
+        # (v8+: the view shows a log only when its instant is committed or archived, the same test)
+        if not names:
             continue
         if (s.partition, s.file_id) in pinned:
             skipped_pinned += 1
             continue
-        candidates.append(_Candidate(s, tuple(lf.file_name for lf in logs), sum(lf.size for lf in logs)))
+        chosen_logs.append((s, (folders, stored, names)))
+    candidates = _with_sizes(table.storage, chosen_logs)
     if not candidates:
         if skipped_pinned:
             return None, (f"every file group with log files ({skipped_pinned}) is already in a pending "
