@@ -409,7 +409,7 @@ CASES = [
       readable=False),
     C("props-version-not-a-number", "write {table} --input x.parquet", 2, ["hoodie.table.version"],
       prepare=props_edit("hoodie.table.version", "eight"), readable=False),
-    C("props-unknown-table-type", "status {table}", 2, ["hoodie.table.type"],
+    C("props-unknown-table-type", "status {table}", 2, ["hoodie.table.type", "hoodie.properties"],
       prepare=props_edit("hoodie.table.type", "MERGE_ON_WRITE"), readable=False),
     # timeline payloads
     C("timeline-commit-payload-garbage", "timeline {table}", 2, ["{file}"], table="v6",

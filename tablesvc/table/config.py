@@ -139,10 +139,15 @@ class TableConfig:
         partitions = tuple(p.split(":")[0] for p in _list(props, "hoodie.table.partition.fields"))
         keygen = (props.get("hoodie.table.keygenerator.type") or props.get("hoodie.table.keygenerator.class") or "")
         create_schema = props.get("hoodie.table.create.schema") or None
+        try:
+            table_type = TableType.parse(need("hoodie.table.type"))
+        except TableConfigError as e:
+            message = str(e)
+            raise TableConfigError(message if message.startswith(where) else f"{where}: {message}") from None
         return cls(
             name=name,
             database=props.get("hoodie.database.name", ""),
-            table_type=TableType.parse(need("hoodie.table.type")),
+            table_type=table_type,
             version=version,
             layout=expected,
             record_key_fields=_list(props, "hoodie.table.recordkey.fields"),
