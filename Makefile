@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench bench-io check-java clean
+.PHONY: test demo bench bench-io soak slow check-java clean
 
 $(STAMP): setup.py
 	@$(MAKE) --no-print-directory check-java
@@ -38,6 +38,16 @@ bench: $(BENCH_STAMP)
 
 bench-io: $(BENCH_STAMP)
 	$(PY) tests/benchmarks/bench_write_read.py
+
+# The soak run (issue #7): a writer and two runners on one table for a few minutes with crashes,
+# stalls and takeovers, then the invariants (tests/soak.py; TABLESVC_SOAK_MINUTES, TABLESVC_SOAK_SEED).
+soak: $(STAMP)
+	$(PY) -m pytest -m slow tests/test_soak.py $(PYTEST_ARGS)
+
+# Every slow test: the soak and the long model-based run (20 seeds x both table versions x 400
+# steps; TABLESVC_MODEL_SEEDS, TABLESVC_MODEL_STEPS).
+slow: $(STAMP)
+	$(PY) -m pytest -m slow tests $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

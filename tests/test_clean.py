@@ -149,3 +149,30 @@ def test_dry_run_changes_nothing_and_a_half_done_clean_is_finished(tmp_path):
     assert results[0].instant == pending.timestamp and results[0].status is Status.DONE
     assert table.timeline().pending() == ()
     assert all(not os.path.exists(f) for v in planned.plan.files_to_delete().values() for f in v)
+
+
+@pytest.mark.parametrize("started_by_the_other", [False, True])
+def test_two_processes_on_one_clean_plan_complete_it_once(tmp_path, started_by_the_other):
+    """A runner's clean job and a writer's inline clean can take the same plan: the deletes are
+    idempotent, and the one that comes second is told the clean was finished elsewhere instead
+    of failing on an illegal transition."""
+    from tablesvc.services.clean import executor
+    from tablesvc.services.clean import schedule_clean
+
+    table, _c1, _c2 = history(tmp_path, 8)
+    cfg = config(**{"hoodie.cleaner.commits.retained": 1})
+    before = hudi_rows(table.base_path)
+    scheduled = schedule_clean(table, cfg)
+    assert scheduled.status is Status.SCHEDULED
+    requested = table.timeline().get(scheduled.instant)
+    plan = executor.decode_cleaner_plan(table.timeline().read_bytes(table.storage, requested),
+                                        table.timeline().path_of(requested))
+    if started_by_the_other:
+        table.timeline_writer.start(requested)       # the other process is between start and complete
+    [first] = executor.finish_pending_cleans(Table.open(table.base_path))
+    assert first.status is Status.DONE
+    second = executor._execute(Table.open(table.base_path), requested, plan)
+    assert second.status is Status.NOTHING_TO_DO and "completed by another process" in second.reason
+    timeline = Table.open(table.base_path).timeline()
+    assert timeline.pending() == () and [i.timestamp for i in timeline.completed(Action.CLEAN)] == [scheduled.instant]
+    assert hudi_rows(table.base_path) == before

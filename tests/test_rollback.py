@@ -439,6 +439,8 @@ def test_requested_rollback_crash_before_inflight_resumes(tmp_path):
     settings = rb_executor._Settings.of(w.table, None)
     r = rb_executor._request(w.table, failed, plan, tl.files_of(failed), tl.get(failed), settings, failed_only=False)
     assert r.state is State.REQUESTED
+    assert rollback_failed(w.table) == []      # R beat before it existed: alive until that beat expires
+    w.expire()
     [res] = rollback_failed(w.table)
     assert res.instant == r.timestamp and res.status is Status.DONE
     assert data_files(w.path) == before and w.table.timeline().pending() == ()
@@ -736,3 +738,41 @@ def test_rollback_refuses_a_table_with_a_metadata_table(tmp_path):
     path = copy_table(TABLES_DIR / "v8_trips_8i3u1d", tmp_path)
     with pytest.raises(UnsupportedTableError, match="metadata table"):
         rollback_failed(Table.open(str(path)))
+
+
+class _RequestWatcher:
+    """LocalStorage that records, whenever a requested delta commit or rollback is created,
+    whether its heartbeat file was already there."""
+
+    def __init__(self, base_path: str):
+        from tablesvc.storage import LocalStorage
+
+        self._inner = LocalStorage()
+        self._base = base_path
+        self.seen: list[tuple[str, bool]] = []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def write_new(self, path: str, data: bytes) -> None:
+        name = path.rsplit("/", 1)[-1]
+        if name.endswith((".deltacommit.requested", ".rollback.requested")):
+            ts = name.split(".", 1)[0]
+            self.seen.append((name, self._inner.exists(heartbeat_path(self._base, ts))))
+        return self._inner.write_new(path, data)
+
+
+@pytest.mark.spark
+def test_a_live_write_and_a_rollback_never_appear_without_a_heartbeat(tmp_path, spark):
+    """Found by the soak: a sweep that saw a write's requested instant before its first beat took
+    it for a failed write and rolled the live write back.  The beat now comes first."""
+    path = tmp_path / "t"
+    Table.create(str(path), TableSpec("t", ("uuid",), "ts", ("city",), table_version=8, num_buckets=2))
+    ddl = "uuid string, ts long, city string"
+    watcher = _RequestWatcher(str(path))
+    table = Table.open(str(path), storage=watcher)
+    table.upsert(spark.createDataFrame(_batch(range(0, 50), 1).to_pylist(), ddl))
+    failed = write_without_spark(table, _batch(range(0, 5), 2), "upsert", stage=2, complete=False)[0]
+    rollback(Table.open(str(path), storage=watcher, clock=ManualClock(SystemClock().now_ms() + DAY_MS)), failed)
+    kinds = [(name.split(".")[1], had_beat) for name, had_beat in watcher.seen]
+    assert kinds == [("deltacommit", True), ("deltacommit", False), ("rollback", True)], watcher.seen

@@ -20,7 +20,7 @@ from timeline.clock import ManualClock
 from timeline.errors import IllegalTransitionError, InstantExistsError, InvalidInstantError, LockHeldError
 from timeline.instant import Action, Instant, State, TimelineLayout
 from timeline.instant_time import InstantTimeGenerator
-from timeline.lock import TableLock
+from timeline.lock import LOCK_FILE, TableLock
 from timeline.transitions import TimelineWriter
 from helpers import ListingCounter
 
@@ -34,6 +34,27 @@ def make_writer(tmp_path: Path, layout: TimelineLayout, clock: ManualClock | Non
     os.makedirs(tmp_path / layout.timeline_dir, exist_ok=True)
     return TimelineWriter(storage, base, layout, InstantTimeGenerator(clock),
                           lambda: TableLock(storage, base, clock, wait_ms=0))
+
+
+@pytest.mark.parametrize("layout", list(TimelineLayout))
+def test_before_create_runs_under_the_lock_before_the_instant_exists(tmp_path, layout):
+    """Where a writer starts its heartbeat: nobody can see its instant without one."""
+    w = make_writer(tmp_path, layout)
+    seen = []
+
+    def before_create(timestamp: str) -> None:
+        seen.append((timestamp, w.load().files_of(timestamp), (tmp_path / LOCK_FILE).exists()))
+
+    req = w.request(Action.DELTA_COMMIT, before_create=before_create)
+    assert seen == [(req.timestamp, (), True)]
+    assert w.load().get(req.timestamp).state is State.REQUESTED
+
+    def refuse(timestamp: str) -> None:
+        raise OSError("no heartbeat")
+
+    with pytest.raises(OSError):
+        w.request(Action.DELTA_COMMIT, before_create=refuse)
+    assert [i.timestamp for i in w.load().instants] == [req.timestamp]   # nothing was created
 
 
 @pytest.mark.parametrize("layout", list(TimelineLayout))

@@ -106,14 +106,18 @@ class TimelineWriter:
         return not any(self._exists(timestamp, member, State.INFLIGHT) for member in _FAMILY_MEMBERS[family])
 
     # -- creation -----------------------------------------------------------------------
-    def request(self, action: Action, payload: bytes = b"", timestamp: str | None = None) -> Instant:
+    def request(self, action: Action, payload: bytes = b"", timestamp: str | None = None, *,
+                before_create: Callable[[str], None] | None = None) -> Instant:
         """Create a new instant in its first state; the time is generated unless given.
 
         The new time must be greater than every time on the timeline, so the check and
-        the create happen under the table lock.
+        the create happen under the table lock.  ``before_create(timestamp)`` runs under the
+        lock once the time is chosen, before the file exists: a writer starts its heartbeat
+        there, so no other process ever sees its instant without one (and takes it for a
+        failed write to roll back).
         """
         with self.lock():
-            return self._create(self.load(), action, payload, timestamp)
+            return self._create(self.load(), action, payload, timestamp, before_create)
 
     def request_built(self, action: Action, build: Callable[[Timeline], bytes | None],
                       timestamp: str | None = None) -> Instant | None:
@@ -125,7 +129,8 @@ class TimelineWriter:
             payload = build(timeline)
             return None if payload is None else self._create(timeline, action, payload, timestamp)
 
-    def _create(self, timeline: Timeline, action: Action, payload: bytes, timestamp: str | None) -> Instant:
+    def _create(self, timeline: Timeline, action: Action, payload: bytes, timestamp: str | None,
+                before_create: Callable[[str], None] | None = None) -> Instant:
         latest = timeline.max_time()
         if timestamp is None:
             timestamp = self.generator.next(after=latest)
@@ -136,6 +141,8 @@ class TimelineWriter:
         first = State.INFLIGHT if action is Action.SAVEPOINT else State.REQUESTED
         check_transition(timestamp, action, None, first)
         instant = Instant(timestamp, action, first)
+        if before_create is not None:
+            before_create(timestamp)
         self._write(timeline, instant, payload)
         return instant
 

@@ -19,8 +19,9 @@ import enum
 from dataclasses import dataclass
 
 from timeline.active import Timeline
-from timeline.heartbeat import is_expired
-from timeline.instant import Action, State
+from timeline.heartbeat import last_beat_ms
+from timeline.instant import Action, Instant, State
+from timeline.instant_time import parse_instant, resolve_timezone
 
 WRITE_ACTIONS = (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT)
 
@@ -67,12 +68,29 @@ def _plan_bytes(table, timeline: Timeline, instant) -> int:
     return int(sum((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0) for op in plan.operations or ()))
 
 
+def write_failed(table, instant: Instant, heartbeat_interval_ms: int, heartbeat_misses: int) -> bool:
+    """Whether a pending write belongs to a dead process: its heartbeat is older than the expiry
+    window, or it has none although it was requested longer than that window ago.
+
+    tablesvc's writer beats before its requested file exists, but a writer that beats only after
+    requesting (tablesvc before this was found by the soak run; other implementations) has a
+    moment with an instant and no beat: counting that as dead rolled back live writes (a runner
+    waiting for the lock got it right after the request and found no beat)."""
+    window_ms = heartbeat_interval_ms * heartbeat_misses
+    now_ms = table.clock.now_ms()
+    beat = last_beat_ms(table.storage, table.base_path, instant.timestamp)
+    if beat is not None:
+        return now_ms - beat > window_ms
+    requested_ms = parse_instant(instant.timestamp, resolve_timezone(table.config.timezone))
+    return now_ms - requested_ms > window_ms
+
+
 def pending_jobs(table, timeline: Timeline, heartbeat_interval_ms: int, heartbeat_misses: int) -> list[Job]:
     """Every job on ``timeline``, in the order workers take them.
 
-    Pending writes count only once their heartbeat expired (a live writer owns them); pending
-    plans are jobs in any state: the executor itself refuses an inflight plan whose heartbeat
-    is alive, and recovers a dead one."""
+    Pending writes count only once they failed (``write_failed``: a live writer owns them);
+    pending plans are jobs in any state: the executor itself refuses an inflight plan whose
+    heartbeat is alive, and recovers a dead one."""
     jobs: list[Job] = []
     for instant in timeline.pending():
         origin = timeline.origin_action(instant)
@@ -81,8 +99,7 @@ def pending_jobs(table, timeline: Timeline, heartbeat_interval_ms: int, heartbea
         if kind is not None:
             size = _plan_bytes(table, timeline, instant) if kind is not JobKind.CLEAN else 0
             jobs.append(Job(table.base_path, kind, instant.timestamp, instant.state.value, size))
-        elif origin in WRITE_ACTIONS and is_expired(table.storage, table.base_path, instant.timestamp, table.clock,
-                                                    heartbeat_interval_ms, heartbeat_misses):
+        elif origin in WRITE_ACTIONS and write_failed(table, instant, heartbeat_interval_ms, heartbeat_misses):
             jobs.append(Job(table.base_path, JobKind.ROLLBACK, instant.timestamp, instant.state.value))
     return sorted(jobs, key=Job.sort_key)
 
@@ -93,4 +110,4 @@ def is_pending(timeline: Timeline, job: Job) -> bool:
     return instant is not None and instant.state is not State.COMPLETED
 
 
-__all__ = ["Job", "JobKind", "WRITE_ACTIONS", "is_pending", "pending_jobs"]
+__all__ = ["Job", "JobKind", "WRITE_ACTIONS", "is_pending", "pending_jobs", "write_failed"]

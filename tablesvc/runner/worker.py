@@ -151,11 +151,14 @@ class Runner:
             leases.finish(lease)
             return
         started = time.monotonic()
-        if job.kind in (JobKind.COMPACTION, JobKind.LOG_COMPACTION):
-            self.spark()  # started before the keeper, so the job's Spark work runs in a cancellable group
+        # The keeper renews from the moment the job is taken: starting Spark (below, on the first
+        # compaction) can outlast a short lease, and an unrenewed lease would be taken over while
+        # this worker is alive and about to run the job.
         keeper = _LeaseKeeper(leases, lease, self.settings.lease_ms, job, self._spark_or_none, self._say)
         keeper.start()
         try:
+            if job.kind in (JobKind.COMPACTION, JobKind.LOG_COMPACTION):
+                keeper.group_spark_jobs(self.spark())  # the job's Spark work runs in a cancellable group
             results = execute_job(table, config, job, lambda: leases.check(keeper.lease), self.spark)
         except LeaseLostError as e:
             self._lost(table, job, str(e))
@@ -171,6 +174,14 @@ class Runner:
         except Exception as e:  # noqa: BLE001 - any failure is counted against the job, not the worker
             if keeper.lost.is_set():
                 self._lost(table, job, "")
+                return
+            if not is_pending(table.timeline(), job):
+                # Another process finished the same plan meanwhile (a writer's inline clean runs the
+                # plan it scheduled without a lease): the job is done; this worker lost the race.
+                leases.finish(keeper.lease)
+                self.stats.jobs_done += 1
+                self._say(f"{job.id}: finished by another process meanwhile; this attempt stopped with "
+                          f"{type(e).__name__}: {e}")
                 return
             failures = leases.record_failure(keeper.lease, f"{type(e).__name__}: {e}")
             leases.release(keeper.lease)
@@ -261,8 +272,13 @@ class _LeaseKeeper:
     def start(self) -> None:
         session = self._spark()
         if session is not None:
-            session.sparkContext.setJobGroup(self.job.id, f"tablesvc {self.job.id}", interruptOnCancel=True)
+            self.group_spark_jobs(session)
         self._thread.start()
+
+    def group_spark_jobs(self, session) -> None:
+        """Put the Spark jobs the calling thread starts from now on into the job's group, which a
+        lost lease cancels."""
+        session.sparkContext.setJobGroup(self.job.id, f"tablesvc {self.job.id}", interruptOnCancel=True)
 
     def stop(self) -> None:
         self._stop.set()

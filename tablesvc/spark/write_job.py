@@ -443,11 +443,26 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
 
     rolled_back = eager_rollback(table, config=config)
     writer = table.timeline_writer
-    instant = writer.request(Action.DELTA_COMMIT)
-    # Beat before anything else: an instant without a heartbeat looks dead to a rollback sweep.
-    heartbeat = Heartbeat(table.storage, table.base_path, instant.timestamp, table.clock,
-                          interval_ms=config.get("hoodie.client.heartbeat.interval_in_ms")).start()
-    inflight = writer.start(instant)
+    beating: list[Heartbeat] = []
+
+    def beat_first(timestamp: str) -> None:
+        # Before the requested file exists (as Hudi does): a pending write without a heartbeat
+        # looks failed to every rollback sweep, which would roll back this live write.
+        beating.append(Heartbeat(table.storage, table.base_path, timestamp, table.clock,
+                                 interval_ms=config.get("hoodie.client.heartbeat.interval_in_ms")).start())
+
+    try:
+        instant = writer.request(Action.DELTA_COMMIT, before_create=beat_first)
+    except BaseException:
+        for h in beating:
+            h.stop()
+        raise
+    heartbeat = beating[0]
+    try:
+        inflight = writer.start(instant)
+    except BaseException:
+        heartbeat.stop(delete=False)    # the requested instant stays: the sweep rolls it back once expired
+        raise
     try:
         view_slices = table.file_system_view().latest_file_slices(table.storage)
         from pyspark.sql.types import StringType, StructField, StructType

@@ -24,6 +24,7 @@ from tablesvc.errors import UnsupportedTableError
 from tablesvc.services.clean.planner import plan_clean
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.services.rollback.executor import remove_leftovers
+from timeline.errors import IllegalTransitionError, InstantExistsError
 from timeline.instant import Action, Instant, State
 from timeline.payloads import (CleanerPlan, CleanMetadata, CleanPartitionMetadata, decode_cleaner_plan,
                                encode_clean_metadata, encode_cleaner_plan)
@@ -41,7 +42,17 @@ def _execute(table, requested: Instant, plan: CleanerPlan, fence=None) -> Servic
     writer = table.timeline_writer
     timeline = table.timeline()
     current = timeline.get(requested.timestamp)
-    inflight = requested if current is not None and current.state is State.INFLIGHT else writer.start(requested)
+    if current is not None and current.state is State.INFLIGHT:
+        inflight = Instant(requested.timestamp, Action.CLEAN, State.INFLIGHT)
+    else:
+        try:
+            inflight = writer.start(requested)
+        except (InstantExistsError, IllegalTransitionError):
+            # Another process (a runner, or a writer's inline clean) took the same plan: deleting
+            # is idempotent, so go on; only one of us will complete it.
+            if _completed_elsewhere(table, requested.timestamp):
+                return _finished_elsewhere(requested.timestamp)
+            inflight = Instant(requested.timestamp, Action.CLEAN, State.INFLIGHT)
     partitions = {}
     deleted = failed = 0
     for partition, paths in plan.files_to_delete().items():
@@ -69,11 +80,26 @@ def _execute(table, requested: Instant, plan: CleanerPlan, fence=None) -> Servic
                              f"{failed} files could not be deleted; the clean stays pending and the next run "
                              "retries it", {"files_deleted": deleted, "files_failed": failed})
     # fence: a runner that lost this job's lease must not complete it (timeline/lease.py)
-    done = writer.complete(inflight, encode_clean_metadata(metadata), (lambda _t: fence()) if fence else None)
+    try:
+        done = writer.complete(inflight, encode_clean_metadata(metadata), (lambda _t: fence()) if fence else None)
+    except (InstantExistsError, IllegalTransitionError):
+        if _completed_elsewhere(table, requested.timestamp):
+            return _finished_elsewhere(requested.timestamp)
+        raise
     return ServiceResult("clean", Status.DONE, done.timestamp,
                          f"deleted {deleted} files; earliest commit to retain {ectr or '-'}",
                          {"files_deleted": deleted, "partitions": len(partitions), "policy": plan.policy,
                           "earliest_commit_to_retain": ectr})
+
+
+def _completed_elsewhere(table, timestamp: str) -> bool:
+    now = table.timeline().get(timestamp)
+    return now is not None and now.is_completed
+
+
+def _finished_elsewhere(timestamp: str) -> ServiceResult:
+    return ServiceResult("clean", Status.NOTHING_TO_DO, timestamp,
+                         f"clean {timestamp} was completed by another process meanwhile")
 
 
 def finish_pending_cleans(table, fence=None) -> list[ServiceResult]:

@@ -161,7 +161,11 @@ def rollback(table, target_timestamp: str, *, dry_run: bool = False, allow_compl
     s = _Settings.of(table, config)
     if fence is not None:
         fence()
-    return _rollback(table, target_timestamp, s, dry_run=dry_run, allow_completed=allow_completed, failed_only=False)
+    result = _rollback(table, target_timestamp, s, dry_run=dry_run, allow_completed=allow_completed,
+                       failed_only=False)
+    if not dry_run:
+        remove_leftovers(table, s.interval_ms, s.misses)   # e.g. the first beat of a rollback killed before R existed
+    return result
 
 
 def rollback_failed(table, *, dry_run: bool = False, config=None) -> list[ServiceResult]:
@@ -212,7 +216,7 @@ def _rollback_failed(table, s: _Settings, *, dry_run: bool, writes_only: bool) -
             continue
     # 3. leftovers (markers, heartbeats) of instants that finished but whose process died first
     if not dry_run and not writes_only:
-        remove_leftovers(table)
+        remove_leftovers(table, s.interval_ms, s.misses)
     return results
 
 
@@ -316,6 +320,9 @@ def _request(table, t: str, plan: RollbackPlan, snapshot, instant: Instant, s: _
             raise ConflictError(problem)
         ts = table.instant_times.next(after=timeline.max_time())
         requested = Instant(ts, Action.ROLLBACK, State.REQUESTED)
+        # One beat before R exists: another process's sweep must not take the R it sees for a
+        # dead one and resume it alongside us (``_resume`` keeps beating from here on).
+        Heartbeat(table.storage, table.base_path, ts, table.clock, s.interval_ms).beat()
         try:
             table.storage.write_new(timeline.path_of(requested), encode_rollback_plan(plan))
         except FileExistsError:
@@ -501,16 +508,20 @@ def _cleanup_target_leftovers(table, t: str, r: str) -> None:
     _delete_heartbeat(table, r)
 
 
-def remove_leftovers(table) -> list[str]:
+def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[str]:
     """Delete the marker folders and heartbeat files of instants that are no longer pending.
 
     A process killed after completing its instant (a write, compaction, log compaction or
     rollback) but before deleting its markers or stopping its heartbeat leaves them behind;
-    so does a rollback killed after removing its target.  They are listed *before* the
-    timeline is read: markers and heartbeats are only made once their instant is on the
-    timeline, so one whose instant is not pending in the later snapshot has finished (or was
-    rolled back, or archived) and nobody uses its leftovers any more.  Pending instants keep
-    theirs, alive or not (rolling those back is the sweep's job).  Returns the removed paths.
+    so does a rollback killed after removing its target, and a writer killed between its
+    first beat and its requested file.  They are listed *before* the timeline is read:
+    markers are only made once their instant is on the timeline, so a marker folder whose
+    instant is not pending in the later snapshot has finished (or was rolled back, or
+    archived) and nobody uses it any more.  A heartbeat comes *before* its instant (a writer
+    beats, then requests), so one whose instant is not on the timeline yet may belong to a
+    write being requested right now: it goes only once it has expired (``interval_ms`` ×
+    ``misses``), which a live writer's never does.  Pending instants keep theirs, alive or not
+    (rolling those back is the sweep's job).  Returns the removed paths.
     """
     storage, base = table.storage, table.base_path
     markers = [i.name for i in storage.list_dir(join(base, MARKER_ROOT)) if i.is_dir and i.name.isdigit()]
@@ -524,7 +535,7 @@ def remove_leftovers(table) -> list[str]:
             delete_markers(storage, base, ts)
             removed.append(marker_dir(base, ts))
     for ts in beats:
-        if ts not in pending:
+        if ts not in pending and is_expired(storage, base, ts, table.clock, interval_ms, misses):
             storage.delete(heartbeat_path(base, ts))
             removed.append(heartbeat_path(base, ts))
     return removed
