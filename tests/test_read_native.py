@@ -70,3 +70,22 @@ def test_base_files_written_under_an_older_schema_stay_with_the_python_reader(tm
     expected = hudi_rows(table.base_path, columns)
     assert ("k0003", 2, 3.002, "ams", 1.5) in expected and ("k0004", 1, 4.001, "ber", None) in expected
     assert ours(spark, table, native=True, columns=columns) == expected
+
+
+def test_a_damaged_base_file_read_natively_is_one_line_naming_it(tmp_path, spark, capsys):
+    """Spark's own reader fails in the JVM, not in Python: the CLI still names the file (exit 1)."""
+    from tablesvc.cli.main import main
+
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), table_version=8))
+    table.insert(spark.createDataFrame(rows(30, 1).to_pandas()))
+    table.upsert(spark.createDataFrame(rows(3, 2).to_pandas()))
+    run_compaction(table, spark=spark)
+    plan = plan_read(Table.open(table.base_path))
+    assert plan.slices == () and plan.native_base_files
+    damaged = plan.native_base_files[0]
+    with open(damaged, "wb") as f:
+        f.write(b"PAR1 not a parquet file at all PAR1")
+    capsys.readouterr()
+    assert main(["read", table.base_path, "--output", str(tmp_path / "out.parquet")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and damaged.removeprefix("file://") in err[0] and "cannot read the file" in err[0], err

@@ -11,6 +11,9 @@ from tablesvc import errors as tablesvc_errors
 _ERROR = re.compile(r"(?:tablesvc|timeline)\.errors\.(\w+): (.+)")
 # The last line of a Python traceback inside the task, e.g. "FileNotFoundError: [Errno 2] ... 'path'"
 _PYTHON_ERROR = re.compile(r"^(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+# Spark's own Parquet reader (native_scan.py) failing on a base file: the file, then the cause
+_JVM_READ = re.compile(r"error while reading file (\S+?)\.?\s+SQLSTATE")
+_JVM_CAUSE = re.compile(r"^Caused by: [\w.$]+: (.+)$", re.MULTILINE)
 
 
 def translate_task_error(exc: BaseException) -> BaseException:
@@ -18,6 +21,12 @@ def translate_task_error(exc: BaseException) -> BaseException:
         return exc
     matches = _ERROR.findall(str(exc))
     if not matches:
+        read = _JVM_READ.search(str(exc))
+        if read:
+            path = read.group(1).removeprefix("file://").removeprefix("file:")
+            causes = _JVM_CAUSE.findall(str(exc))
+            return tablesvc_errors.TablesvcError(f"{path}: cannot read the file"
+                                                 + (f": {causes[0].strip()}" if causes else ""))
         other = _PYTHON_ERROR.findall(str(exc))
         if other:  # any other Python error of a task: one line naming it (a missing file names the path)
             name, message = other[-1]
