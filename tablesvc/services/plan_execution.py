@@ -30,6 +30,7 @@ import pyarrow as pa
 from tablesvc.errors import ConflictError, TablesvcError, UnknownInstantError
 from tablesvc.config.values import config_value
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.storage import discard_partial_copies
 from tablesvc.write.markers import delete_markers, list_markers
 from timeline.active import Timeline
 from timeline.errors import IllegalTransitionError, InstantExistsError
@@ -265,18 +266,15 @@ def discard_stale_output(table, instant: str) -> int:
     metadata = timeline.commit_metadata(table.storage, done)
     committed = {s.path for s in (metadata.write_stats() if metadata is not None else ())}
     deleted = 0
-    stale_by_folder: dict[str, list[str]] = {}
+    stale: list[str] = []
     for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
         rel = rel_path(partition, file_name)
         if rel in committed:
             continue
-        stale_by_folder.setdefault(join(table.base_path, partition) if partition else table.base_path,
-                                   []).append(file_name)
-        if table.storage.delete(join(table.base_path, rel)):
+        stale.append(join(table.base_path, rel))
+        if table.storage.delete(stale[-1]):
             deleted += 1
-    discard = getattr(table.storage, "discard_partial", None)
-    for folder, names in stale_by_folder.items() if discard is not None else ():
-        deleted += len(discard(folder, names))   # a stale task killed between its temp copy and the link
+    deleted += len(discard_partial_copies(table.storage, stale))   # stale tasks killed before the link
     delete_markers(table.storage, table.base_path, instant)
     return deleted
 

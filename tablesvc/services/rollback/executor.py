@@ -29,7 +29,6 @@ Every step is idempotent, so re-running a half-done rollback finishes it under t
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 from tablesvc.config import load_config
@@ -41,6 +40,7 @@ from tablesvc.services.rollback.planner import (
     PLAN_KEEPING_ACTIONS, PlanSummary, build_plan, check_rollbackable, has_markers, target_action_name,
     target_instant,
 )
+from tablesvc.storage import discard_partial_copies
 from tablesvc.write.markers import MARKER_ROOT, delete_markers, marker_dir
 from timeline.active import Timeline
 from timeline.errors import IllegalTransitionError, InstantExistsError
@@ -405,16 +405,8 @@ def _discard_partial_copies(storage, paths: list[str]) -> None:
     marker came first): remove it too, so the rolled-back instant leaves nothing behind.  The
     same goes for the partition metadata file, which a write creates after its first marker in
     a new partition."""
-    by_folder: dict[str, list[str]] = defaultdict(list)
-    for path in paths:
-        folder, _, name = path.rpartition("/")
-        by_folder[folder].append(name)
-    for names in by_folder.values():
-        names.append(PARTITION_METAFILE)
-    discard = getattr(storage, "discard_partial", None)   # storages without temporary copies
-    for folder, names in by_folder.items():
-        if discard is not None:
-            discard(folder, names)
+    folders = {path.rpartition("/")[0] for path in paths}
+    discard_partial_copies(storage, [*paths, *(f"{folder}/{PARTITION_METAFILE}" for folder in sorted(folders))])
 
 
 def _perform(table, r: str, t: str, plan: RollbackPlan) -> dict[str, RollbackPartitionMetadata]:
