@@ -10,7 +10,7 @@ group, the commit metadata and the precheck differ:
    one is the caller's to recover (``refuse_if_alive``).
 2. ``start_plan``: under the table lock, ``P`` must still be requested; the heartbeat starts
    (so nobody takes ``P`` for a dead instant), then ``P`` moves to inflight.
-3. ``run_file_group_tasks``: one Spark task per plan operation (or in this process); tasks
+3. ``run_file_group_tasks``: a Spark job over the plan's operations, packed into tasks by bytes (or in this process); tasks
    write files after a marker and return write stats only, never data.
 4. ``remove_orphans``: files with a marker but no stat (failed task attempts) are deleted.
 5. ``finish_plan``: under the lock, complete ``P`` with its metadata and precheck; the heartbeat
@@ -21,7 +21,6 @@ group, the commit metadata and the precheck differ:
 from __future__ import annotations
 
 import json
-import pickle
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
@@ -195,20 +194,20 @@ def _task_runner(ctx, work: FileGroupWork):
         from tablesvc.spark.session import task_identity
         from tablesvc.storage import storage_for
 
+        from tablesvc.spark.read_job import task_items
+
         storage = storage_for(ctx.base_path)
         token = write_token(*task_identity())
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                task = pickle.loads(blob)
-                stat = work(storage, ctx, task, token)
-                yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
-                                                 names=["partition", "stat"])
+        for task in task_items(batches):
+            stat = work(storage, ctx, task, token)
+            yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
+                                             names=["partition", "stat"])
     return run
 
 
 def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, spark, *,
                          in_process: bool = False) -> StatsByPartition:
-    """Run ``work`` once per task: in a Spark job (one task per file group; only write stats
+    """Run ``work`` once per task: in a Spark job (file groups packed into tasks, ``spark/task_packing.py``; only write stats
     come back to the driver) or, with ``in_process``, here one after the other."""
     stats: StatsByPartition = {}
     if not tasks:
@@ -224,7 +223,8 @@ def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, 
 
     session = spark_session(spark)
     try:
-        rows = specs_dataframe(session, list(tasks)).mapInArrow(_task_runner(ctx, work),
+        weights = [getattr(t, "log_bytes", None) for t in tasks]
+        rows = specs_dataframe(session, list(tasks), weights).mapInArrow(_task_runner(ctx, work),
                                                                 "partition string, stat string").collect()
     except Exception as e:
         raise translate_task_error(e) from None

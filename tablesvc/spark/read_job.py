@@ -1,4 +1,4 @@
-"""The Spark log-block reader: one task per file slice, merged rows out as Arrow batches.
+"""The Spark log-block reader: file slices packed into tasks, merged rows out as Arrow batches.
 
 The driver plans (timeline + file-system view: metadata only) and ships each task a
 small ``SliceSpec``; the task reads the base parquet and the log blocks with
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
 
 from tablesvc.merge import ReadContext, SliceSpec, iter_file_slice, output_schema
 from tablesvc.storage import storage_for
 from timeline.instant import validate_instant_time
-
-MAX_READ_TASKS = 2000   # beyond this, neighbouring small slices share a task
 
 
 @dataclass(frozen=True)
@@ -23,6 +22,7 @@ class ReadPlan:
     context: ReadContext
     slices: tuple[SliceSpec, ...]          # merged by Python tasks
     native_base_files: tuple[str, ...] = ()  # base-file-only slices Spark's Parquet reader reads
+    weights: tuple[int | None, ...] = ()     # bytes of each of ``slices`` (task packing), when known
 
 
 def plan_read(table, as_of: str | None = None, columns: tuple[str, ...] | None = None, *,
@@ -35,20 +35,20 @@ def plan_read(table, as_of: str | None = None, columns: tuple[str, ...] | None =
     ctx = ReadContext.for_table(table, timeline, as_of=as_of, columns=columns)
     slices = table.file_system_view(timeline).latest_file_slices(table.storage, as_of)
     specs = tuple(SliceSpec.from_file_slice(s) for s in slices)
+    weight = {(s.partition, s.file_id): slice_weight(s) for s in slices}
     if not native:
-        return ReadPlan(ctx, specs)
+        return ReadPlan(ctx, specs, (), tuple(weight[(s.partition, s.file_id)] for s in specs))
     from tablesvc.spark.native_scan import split_native
 
     native_files, python = split_native(table, timeline, ctx, specs, tuple(s.base_instant for s in slices))
-    return ReadPlan(ctx, tuple(python), tuple(native_files))
+    return ReadPlan(ctx, tuple(python), tuple(native_files), tuple(weight[(s.partition, s.file_id)] for s in python))
 
 
 def _read_specs(ctx: ReadContext):
     def run(batches):
         storage = storage_for(ctx.base_path)
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                yield from iter_file_slice(storage, pickle.loads(blob), ctx)
+        for spec in task_items(batches):
+            yield from iter_file_slice(storage, spec, ctx)
     return run
 
 
@@ -58,14 +58,33 @@ def spark_schema(ctx: ReadContext):
     return from_arrow_schema(output_schema(ctx))
 
 
-def specs_dataframe(spark, specs: tuple[SliceSpec, ...] | list[SliceSpec]):
-    """A one-column DataFrame (``spec``: a pickled ``SliceSpec``), one partition per slice
-    up to ``MAX_READ_TASKS``: the input of every per-slice Spark job."""
+def specs_dataframe(spark, specs: Sequence[Any], weights: Sequence[int | None] | None = None):
+    """A one-column DataFrame (``spec``: a pickled list of items, e.g. ``SliceSpec``), one
+    partition per task: the input of every per-slice Spark job.  Items are packed into tasks
+    by ``task_packing.pack`` (``weights``: bytes per item, when known); a task's function reads
+    them back with ``task_items``."""
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    rows = [(pickle.dumps(spec),) for spec in specs]
-    rdd = spark.sparkContext.parallelize(rows, max(1, min(len(rows), MAX_READ_TASKS)))
+    from tablesvc.spark.task_packing import pack, session_packing
+
+    items = list(specs)
+    groups = pack(weights if weights is not None else [None] * len(items), **session_packing(spark))
+    rows = [(pickle.dumps([items[i] for i in group]),) for group in groups]
+    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
     return spark.createDataFrame(rdd, StructType([StructField("spec", BinaryType(), False)]))
+
+
+def task_items(batches: Iterator[Any]) -> Iterator[Any]:
+    """The items ``specs_dataframe`` gave this task, in order (inside a ``mapInArrow`` function)."""
+    for batch in batches:
+        for blob in batch.column(0).to_pylist():
+            yield from pickle.loads(blob)
+
+
+def slice_weight(file_slice) -> int | None:
+    """Bytes of a file slice (base + logs), None when the view did not read sizes."""
+    sizes = [f.size for f in ((file_slice.base_file,) if file_slice.base_file else ()) + tuple(file_slice.log_files)]
+    return None if any(v is None for v in sizes) else sum(sizes)
 
 
 def read_dataframe(spark, table, as_of: str | None = None, columns: tuple[str, ...] | None = None, *,
@@ -76,7 +95,7 @@ def read_dataframe(spark, table, as_of: str | None = None, columns: tuple[str, .
     schema = spark_schema(plan.context)
     parts = []
     if plan.slices:
-        parts.append(specs_dataframe(spark, plan.slices).mapInArrow(_read_specs(plan.context), schema))
+        parts.append(specs_dataframe(spark, plan.slices, plan.weights or None).mapInArrow(_read_specs(plan.context), schema))
     if plan.native_base_files:
         # the requested schema fixes the columns and their order (missing ones read as nulls)
         parts.append(spark.read.schema(schema).parquet(*plan.native_base_files))

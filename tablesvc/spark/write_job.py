@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import enum
 import json
-import pickle
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -37,7 +36,7 @@ from tablesvc.errors import InvalidInputError, TablesvcError, UnsupportedTableEr
 from tablesvc.fsview.names import new_file_id
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
-from tablesvc.spark.read_job import specs_dataframe
+from tablesvc.spark.read_job import slice_weight, specs_dataframe, task_items
 from tablesvc.spark.session import task_identity
 from tablesvc.storage import storage_for
 from tablesvc.write import (DEFAULT_PARTITION_PATH, BucketSpec, FileGroupTarget, KeySpec, WriteContext,
@@ -335,14 +334,12 @@ def _slice_keys(ctx: ReadContext):
     """Per slice: (partition, record key, file id) of every live record, for the lookup join."""
     def run(batches):
         storage = storage_for(ctx.base_path)
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                spec = pickle.loads(blob)
-                keys = read_file_slice(storage, spec, ctx).column(KEY).combine_chunks()
-                n = len(keys)
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array([spec.partition] * n, pa.string()), keys, pa.array([spec.file_id] * n, pa.string())],
-                    names=["_lk_partition", "_lk_key", "_lk_fg"])
+        for spec in task_items(batches):
+            keys = read_file_slice(storage, spec, ctx).column(KEY).combine_chunks()
+            n = len(keys)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([spec.partition] * n, pa.string()), keys, pa.array([spec.file_id] * n, pa.string())],
+                names=["_lk_partition", "_lk_key", "_lk_fg"])
     return run
 
 
@@ -356,7 +353,8 @@ def _lookup_targets(spark, table, view_slices, keyed, partitions: set[str]):
         return keyed.withColumn(FG_COLUMN, F.lit(NEW_GROUP)), {}
     targets = {(s.partition, s.file_id): FileGroupTarget.from_slice(s) for s in slices}
     ctx = ReadContext.for_table(table, columns=(KEY,))
-    existing = specs_dataframe(spark, [SliceSpec.from_file_slice(s) for s in slices]).mapInArrow(
+    existing = specs_dataframe(spark, [SliceSpec.from_file_slice(s) for s in slices],
+                               [slice_weight(s) for s in slices]).mapInArrow(
         _slice_keys(ctx), "_lk_partition string, _lk_key string, _lk_fg string")
     base = keyed.drop(FG_COLUMN)
     joined = base.join(existing, (base[PARTITION] == existing["_lk_partition"]) & (base[KEY] == existing["_lk_key"]),
@@ -365,20 +363,24 @@ def _lookup_targets(spark, table, view_slices, keyed, partitions: set[str]):
             .drop("_lk_partition", "_lk_key", "_lk_fg")), targets
 
 
-def _scan_keys(df, key_fields, exact=None) -> bool:
-    """Refuse a batch with a null record key before anything is written; the same pass tells
-    whether the JVM's bucket is exact for every row (``exact``, a Column).  A filter with
-    ``limit(1)``, as the null check alone was: no aggregation, and it stops at the first hit."""
+def _scan_keys(df, key_fields, exact=None) -> bool | None:
+    """One pass over the input before anything is written: None when it has no row (nothing
+    to do); refuses a batch with a null record key; otherwise whether the JVM's bucket is exact
+    for every row (``exact``, a Column).  A top-1 by "suspect first": one job that scans the
+    rows once (as the null-key filter alone did when nothing matched) and answers all three."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
     all_null = reduce(lambda a, b: a & b, [F.col(k).isNull() for k in key_fields])
     suspect = all_null if exact is None else all_null | ~exact
-    found = df.where(suspect).select(all_null.alias("null_key")).limit(1).collect()
+    found = (df.select(F.coalesce(suspect, F.lit(True)).alias("suspect"), all_null.alias("null_key"))
+             .orderBy(F.col("suspect").desc(), F.col("null_key").desc()).limit(1).collect())
     if not found:
+        return None
+    if not found[0]["suspect"]:
         return True
-    if found[0]["null_key"] or df.where(all_null).limit(1).count():
+    if found[0]["null_key"]:
         raise InvalidInputError(f"input has records with a null record key ({', '.join(key_fields)})")
     return False  # a key Hudi parses as field:value pairs: the JVM's bucket is not exact
 
@@ -424,12 +426,13 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     else:
         data_schema = reconcile_schema(old_schema, incoming, cfg.record_key_fields, cfg.ordering_field,
                                        cfg.partition_fields, table_name=cfg.name)
-    if df.isEmpty():
-        return None
     key_spec = KeySpec.from_config(cfg)
     bucket = BucketSpec.from_props(cfg.props)
     jvm_route = _jvm_route(df.schema, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
-    if not _scan_keys(df, cfg.record_key_fields, None if jvm_route is None else jvm_route.exact):
+    exact = _scan_keys(df, cfg.record_key_fields, None if jvm_route is None else jvm_route.exact)
+    if exact is None:
+        return None     # no input row: nothing to do
+    if not exact:
         jvm_route = None  # keys Hudi reads as field:value pairs: Python computes their buckets
     if config is None:
         from tablesvc.config import load_config

@@ -30,6 +30,7 @@ from tablesvc.fsview.names import PARTITION_METAFILE, BaseFileName, LogFileName,
 from tablesvc.logformat import avro_data_block, delete_block, encode_blocks, parquet_data_block
 from tablesvc.write.keys import PARTITION_PATH_COLUMN, RECORD_KEY_COLUMN
 from tablesvc.write.markers import IOType, create_marker
+from tablesvc.write.parquet_encoding import dictionary_columns
 from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
 from timeline.payloads import WriteStat
 from timeline.storage import Storage, join
@@ -145,7 +146,7 @@ def _check_records(records: pa.Table, target: FileGroupTarget) -> None:
 
 def _parquet_bytes(table: pa.Table) -> bytes:
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="snappy")
+    pq.write_table(table, sink, compression="snappy", use_dictionary=dictionary_columns(table.schema, table))
     return sink.getvalue()
 
 

@@ -80,6 +80,7 @@ class Measurement:
     result: Any = None
     cpu_s: float | None = None     # process-tree CPU seconds (``timed``)
     load_1m: float | None = None   # the machine's 1-minute load average before (``timed``)
+    runs: list[float] = field(default_factory=list)   # every run's seconds (``paired``)
 
 
 @contextmanager
@@ -122,6 +123,41 @@ def timed(fn: Callable[[], Any]) -> Measurement:
     return m
 
 
+def repeats() -> int:
+    """Timed runs per side in ``paired`` (``TABLESVC_BENCH_REPEATS``, default 3)."""
+    try:
+        return max(1, int(os.environ.get("TABLESVC_BENCH_REPEATS", "3")))
+    except ValueError:
+        return 3
+
+
+def paired(ours: Callable[[], Any], theirs: Callable[[], Any], *, runs: int | None = None,
+           before_ours: Callable[[], Any] | None = None,
+           before_theirs: Callable[[], Any] | None = None) -> tuple[Measurement, Measurement]:
+    """Both sides ``runs`` times, alternating (theirs, ours, theirs, ours, ...), so that a slow
+    moment of the machine falls on both; each side's result is its median run (with that run's
+    peak memory and CPU; ``runs`` lists every run's seconds), and ``result`` is the last run's.
+    ``before_*`` (untimed) prepares a fresh input before each run of a side that mutates it."""
+    n = runs or repeats()
+    ours_runs: list[Measurement] = []
+    theirs_runs: list[Measurement] = []
+    for _ in range(n):
+        if before_theirs is not None:
+            before_theirs()
+        theirs_runs.append(timed(theirs))
+        if before_ours is not None:
+            before_ours()
+        ours_runs.append(timed(ours))
+    return _median(ours_runs), _median(theirs_runs)
+
+
+def _median(measurements: list[Measurement]) -> Measurement:
+    ordered = sorted(measurements, key=lambda m: m.seconds)
+    middle = ordered[(len(ordered) - 1) // 2]
+    return Measurement(middle.seconds, max(m.peak_rss_mb for m in measurements), measurements[-1].result,
+                       middle.cpu_s, middle.load_1m, [round(m.seconds, 3) for m in measurements])
+
+
 @dataclass
 class CaseResult:
     case: str
@@ -161,6 +197,10 @@ class Bench:
     def record(self, case: str, *, rows: int, bytes: int, ours: Measurement, baseline: str,
                theirs: Measurement | None, target: str = "", met: bool | None = None, notes: str = "",
                **extra: Any) -> CaseResult:
+        if ours.runs:
+            extra.setdefault("tablesvc_runs_s", ours.runs)
+        if theirs is not None and theirs.runs:
+            extra.setdefault("baseline_runs_s", theirs.runs)
         r = CaseResult(case, rows, bytes, round(ours.seconds, 3), ours.peak_rss_mb, baseline,
                        round(theirs.seconds, 3) if theirs else None, theirs.peak_rss_mb if theirs else None,
                        target, met, notes, extra)

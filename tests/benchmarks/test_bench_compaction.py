@@ -7,8 +7,8 @@ same rows: they are first written as plain Parquet (base + updates), and the tab
 are written from those files (bucket index, 4 buckets x 5 partitions = 20 file groups; one
 insert, then the upsert as avro or as parquet log blocks).
 
-* tablesvc: ``run_compaction(table, spark=spark)`` (schedule + run: plan under the lock, one
-  Spark task per file group, commit).
+* tablesvc: ``run_compaction(table, spark=spark)`` (schedule + run: plan under the lock, a
+  Spark job over the file groups, commit), on a fresh copy of the table each run.
 * baseline: the merge a user without MOR writes in Spark SQL over the plain copies: latest
   update per key (by ``ts``), base rows anti-joined with the update keys, union, partitioned
   Parquet write.  (Hudi's event-time rule also keeps a base row whose ``ts`` is greater than
@@ -264,9 +264,6 @@ def compaction_case(bench, spark, ds: Dataset, fmt: str, case: str, profile_name
     from tablesvc.services.compaction import run_compaction
     from tablesvc.services.result import Status
 
-    def measure(fn):
-        return timed(bench, fn)
-
     path = ds.tables[fmt]
     table = Table.open(path)
     base_bytes, log_bytes, groups = slice_bytes(table)
@@ -274,14 +271,24 @@ def compaction_case(bench, spark, ds: Dataset, fmt: str, case: str, profile_name
     save_task_profile(bench, f"{profile_name}_task", task_s, task_prof, task_info)
 
     out = str(ds.work / f"baseline_{fmt}")
-    theirs = measure(lambda: run_baseline(spark, ds.plain_base, ds.plain_updates, out))
+    # Each tablesvc run compacts a fresh copy of the table (made outside the timing); the
+    # baseline overwrites its output.  Runs alternate (harness.paired), medians are compared.
+    run_copy = str(ds.work / f"compacting_{fmt}")
+
+    def fresh_copy() -> None:
+        shutil.rmtree(run_copy, ignore_errors=True)
+        shutil.copytree(path, run_copy)
+
     with bench.profile(f"{profile_name}_driver"):
-        ours = measure(lambda: run_compaction(table, spark=spark))
+        ours, theirs = harness(bench).paired(lambda: run_compaction(Table.open(run_copy), spark=spark),
+                                             lambda: run_baseline(spark, ds.plain_base, ds.plain_updates, out),
+                                             before_ours=fresh_copy)
     results = ours.result
     assert len(results) == 1 and results[0].status is Status.DONE, results
     metrics = results[0].metrics
 
     # Same rows out: count + checksum (Spark aggregates) and a sample through hudi-rs.
+    path = run_copy
     compacted = Table.open(path)
     assert all(s.base_file is not None and not s.log_files for s in compacted.latest_file_slices())
     ours_sum = checksum(compacted.read(spark=spark, columns=DATA_COLUMNS))
@@ -298,8 +305,9 @@ def compaction_case(bench, spark, ds: Dataset, fmt: str, case: str, profile_name
     else:
         met = ours.seconds + absolute_s <= TARGET_10M_S
     notes = (f"{groups} file groups ({NUM_BUCKETS} buckets x 5 partitions), {ds.updates:,} updates in {fmt} log blocks "
-             f"({log_bytes / 1e6:.1f} MB logs, {base_bytes / 1e6:.1f} MB base); tablesvc = schedule + run (driver "
-             f"under cProfile); baseline = Spark SQL window+anti-join+union+partitioned write on plain Parquet "
+             f"({log_bytes / 1e6:.1f} MB logs, {base_bytes / 1e6:.1f} MB base); medians of {len(ours.runs)} "
+             f"alternating runs per side (tablesvc {ours.runs} s, baseline {theirs.runs} s); tablesvc = schedule + "
+             f"run of a fresh copy (driver under cProfile); baseline = Spark SQL window+anti-join+union+partitioned write on plain Parquet "
              f"({tree_bytes(ds.plain_base) / 1e6:.1f} + {tree_bytes(ds.plain_updates) / 1e6:.1f} MB); outputs equal "
              f"(count, data-column checksum, {len(hudi_sample)} sample rows via hudi-rs); one file group in-process: "
              f"{task_s:.2f} s ({task_info['rows']:,} rows); process-tree CPU: tablesvc {ours.cpu_s:.1f} s, "

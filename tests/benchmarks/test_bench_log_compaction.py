@@ -234,5 +234,5 @@ def test_log_compaction_spark(bench, tables, spark):
     lc = _lc(tables["lc_spark"], config, spark)
     full = _full(tables["full_spark"], config, spark)
     _record(bench, "log compaction: Spark local[2], avro -> avro", tables, lc, full,
-            "one Spark task per file group, local[2]",
+            "file groups packed into Spark tasks, local[2]",
             "full compaction (run_compaction), Spark local[2]")

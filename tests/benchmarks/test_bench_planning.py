@@ -342,12 +342,19 @@ def _planner_case(bench, tables: Tables, op: str, case: str, profile: str, run_s
     mid = median_of(run_small(tables.mid.table), 1)
     with bench.profile(profile):
         run_small(tables.mid.table)()
-    big, summary, capped = run_capped(op, tables.big.table)
+    # The large case in fresh child processes (cold, as a scheduler starts): the median of 3 runs
+    # (one run of the same plan varies by +-25% on this VM), or the first run when it hit the cap.
+    runs = [run_capped(op, tables.big.table)]
+    if not runs[0][2]:
+        runs += [run_capped(op, tables.big.table) for _ in range(2)]
+    big, summary, capped = sorted(runs, key=lambda r: r[0].seconds)[(len(runs) - 1) // 2]
+    big.runs = [round(r[0].seconds, 3) for r in runs]
     k, predicted = growth((tables.small.data_files, small.seconds), (tables.mid.data_files, mid.seconds),
                           tables.big.data_files)
     b = tables.big
     note = (f"rows = data files; {b.label} ({b.timeline_files:,} timeline files, on {tables.where}); baseline = the "
-            f"same operation on {tables.small.label}; {tables.mid.label}: {mid.seconds:.2f} s.  Cost grows ~ files^{k}")
+            f"same operation on {tables.small.label}; {tables.mid.label}: {mid.seconds:.2f} s.  Cost grows ~ files^{k}; "
+            f"large runs (fresh processes): {big.runs} s, median recorded")
     if capped:
         note += (f"; the large run was stopped at the {CAP_S:.0f} s cap (TABLESVC_BENCH_CAP_S): its time is a "
                  f"lower bound; the growth predicts ~{predicted} s")

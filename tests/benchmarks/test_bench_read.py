@@ -172,10 +172,10 @@ def test_snapshot_read_vs_spark_parquet_and_hudi_rs(bench, spark, read_data, fmt
         "== by internal time (tottime) ==\n" + profile_text(slice_prof, "tottime")
         + "\n== by cumulative time ==\n" + profile_text(slice_prof, "cumulative"))
 
-    spark_plain = measure(lambda: materialise(spark.read.parquet(read_data.plain_snapshot)))
     spark_data_cols = measure(lambda: materialise(spark.read.parquet(read_data.plain_snapshot).select(*DATA_COLUMNS)))
     with bench.profile(f"read_{fmt}_driver"):
-        ours = measure(lambda: materialise(Table.open(path).read(spark=spark)))
+        ours, spark_plain = harness(bench).paired(lambda: materialise(Table.open(path).read(spark=spark)),
+                                                  lambda: materialise(spark.read.parquet(read_data.plain_snapshot)))
     # The same job as of the insert: every slice streams its base file (its log file is framed,
     # no block decoded, nothing merged): the cost of the Spark read job without the merge.
     from timeline.instant import Action
@@ -193,8 +193,9 @@ def test_snapshot_read_vs_spark_parquet_and_hudi_rs(bench, spark, read_data, fmt
     python_estimate = slice_s * slice_info["slices"] / CPUS_FOR_ESTIMATE
     common = (f"{len(slices)} slices (base + {fmt} log of {read_data.updates:,} updates; "
               f"{base_bytes / 1e6:.1f} MB base, {log_bytes / 1e6:.1f} MB logs); every row materialised "
-              f"(Spark noop sink / hudi-rs batches in memory); driver under cProfile; one slice in-process "
-              f"{slice_s:.2f} s ({slice_info['rows']:,} rows) -> ~{python_estimate:.1f} s of Python slice work "
+              f"(Spark noop sink / hudi-rs batches in memory); tablesvc and Spark: medians of {len(ours.runs)} "
+              f"alternating runs (tablesvc {ours.runs} s, Spark {spark_plain.runs} s); driver under cProfile; "
+              f"one slice in-process {slice_s:.2f} s ({slice_info['rows']:,} rows) -> ~{python_estimate:.1f} s of Python slice work "
               f"on {CPUS_FOR_ESTIMATE} cores")
     extra = dict(updates=read_data.updates, log_format=fmt, slices=len(slices), base_bytes=base_bytes,
                  log_bytes=log_bytes, one_slice_in_process_s=round(slice_s, 3), one_slice=slice_info,
@@ -239,16 +240,17 @@ def test_snapshot_read_after_compaction_vs_spark_parquet(bench, spark, read_data
     ours_sum = checksum(Table.open(path).read(spark=spark))
     assert ours_sum == checksum(spark.read.parquet(read_data.plain_snapshot))
 
-    spark_plain = timed(bench, lambda: materialise(spark.read.parquet(read_data.plain_snapshot)))
     with bench.profile("read_compacted_driver"):
-        ours = timed(bench, lambda: materialise(Table.open(path).read(spark=spark)))
+        ours, spark_plain = harness(bench).paired(lambda: materialise(Table.open(path).read(spark=spark)),
+                                                  lambda: materialise(spark.read.parquet(read_data.plain_snapshot)))
     python_path = timed(bench, lambda: materialise(read_dataframe(spark, Table.open(path), native=False)))
     ratio = ours.seconds / spark_plain.seconds
     bench.record("read: snapshot after compaction (no logs)", rows=read_data.rows,
                  bytes=sum(os.path.getsize(p) for p in plan.native_base_files), ours=ours,
                  baseline="Spark parquet read (same rows + meta columns)", theirs=spark_plain,
                  target=f"ratio <= {TARGET_RATIO}", met=ratio <= TARGET_RATIO,
-                 notes=f"{len(plan.native_base_files)} base-file-only slices, all read by Spark's Parquet reader; "
+                 notes=f"{len(plan.native_base_files)} base-file-only slices, all read by Spark's Parquet reader; medians "
+                       f"of {len(ours.runs)} alternating runs (tablesvc {ours.runs} s, Spark {spark_plain.runs} s); "
                        f"the same read through Python tasks (native=False): {python_path.seconds:.2f} s "
                        f"(ratio {python_path.seconds / spark_plain.seconds:.2f}); load average before: "
                        f"{ours.load_1m}",

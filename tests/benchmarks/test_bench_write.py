@@ -264,24 +264,26 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
     from deltalake import DeltaTable, __version__ as deltalake_version, write_deltalake
 
     w = written
+    delta_pristine = str(w.work / "delta_pristine")
     delta = str(w.work / "delta")
+    mor_avro = str(w.work / "mor_avro_logs")
     mor_parquet = str(w.work / "mor_parquet_logs")
-    # Outside the timing: the Delta table holding the same rows, the updates as Arrow, and a copy
-    # of the inserted table for the same upsert with Parquet log blocks.
+    # Outside the timing: the Delta table holding the same rows, the updates as Arrow.  Every
+    # timed run starts from a fresh copy of its side's table (made untimed); the runs alternate
+    # with delta-rs's (harness.paired) and medians are compared.
     base_arrow = w.base.toArrow()
-    write_deltalake(delta, base_arrow, partition_by=["city"])
+    write_deltalake(delta_pristine, base_arrow, partition_by=["city"])
     updates_arrow = w.updates.toArrow()
     assert isinstance(updates_arrow, pa.Table) and updates_arrow.num_rows == w.updates_n
-    assert DeltaTable(delta).to_pyarrow_dataset().count_rows() == w.rows
-    delta_files_before = len(DeltaTable(delta).file_uris())
-    shutil.copytree(w.mor, mor_parquet)
-    mor_files_before, parquet_files_before = file_set(w.mor), file_set(mor_parquet)
+    assert DeltaTable(delta_pristine).to_pyarrow_dataset().count_rows() == w.rows
+    delta_files_before = len(DeltaTable(delta_pristine).file_uris())
+    files_before = file_set(w.mor)
 
-    table = Table.open(w.mor)
-    with bench.profile("write-upsert-driver"):
-        ours = timed(bench, lambda: table.upsert(w.updates))
-    table_pq = Table.open(mor_parquet)
-    ours_pq = timed(bench, lambda: table_pq.upsert(w.updates, log_block_format="parquet"))
+    def fresh(source: str, target: str):
+        def copy() -> None:
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(source, target)
+        return copy
 
     def delta_merge():
         return (DeltaTable(delta)
@@ -290,7 +292,14 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
                 .when_matched_update_all(predicate="source.ts >= target.ts")
                 .when_not_matched_insert_all()
                 .execute())
-    theirs = timed(bench, delta_merge)
+
+    paired = harness(bench).paired
+    with bench.profile("write-upsert-driver"):
+        ours, theirs = paired(lambda: Table.open(mor_avro).upsert(w.updates), delta_merge,
+                              before_ours=fresh(w.mor, mor_avro), before_theirs=fresh(delta_pristine, delta))
+    ours_pq, theirs_pq = paired(lambda: Table.open(mor_parquet).upsert(w.updates, log_block_format="parquet"),
+                                delta_merge, before_ours=fresh(w.mor, mor_parquet),
+                                before_theirs=fresh(delta_pristine, delta))
 
     merged_plain = (spark.read.parquet(w.plain).join(w.updates.select("uuid"), "uuid", "left_anti")
                     .unionByName(w.updates))
@@ -312,7 +321,7 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
     untouched = [k for k in untouched if k not in touched]
     before = rows_by_key(base_arrow, untouched)
     del base_arrow
-    for reader, read in (("hudi-rs (tablesvc table, avro logs)", lambda: hudi_rs_read(w.mor)),
+    for reader, read in (("hudi-rs (tablesvc table, avro logs)", lambda: hudi_rs_read(mor_avro)),
                          ("hudi-rs (tablesvc table, parquet logs)", lambda: hudi_rs_read(mor_parquet)),
                          ("deltalake", lambda: delta_read(delta))):
         got = read()
@@ -321,10 +330,10 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
         check_sample(f"{reader}, untouched keys", rows_by_key(got, untouched), before)
         del got
 
-    log_bytes = tree_bytes(w.mor, newer_than=mor_files_before)   # before the profiled run adds more
-    log_bytes_pq = tree_bytes(mor_parquet, newer_than=parquet_files_before)
+    log_bytes = tree_bytes(mor_avro, newer_than=files_before)   # before the profiled run adds more
+    log_bytes_pq = tree_bytes(mor_parquet, newer_than=files_before)
     delta_live_bytes = sum(os.path.getsize(u.removeprefix("file://")) for u in DeltaTable(delta).file_uris())
-    udf_profile(spark, "write-upsert-tasks", bench, lambda: Table.open(w.mor).upsert(w.updates))
+    udf_profile(spark, "write-upsert-tasks", bench, lambda: Table.open(mor_avro).upsert(w.updates))
     udf_profile(spark, "write-upsert-parquet-logs-tasks", bench,
                 lambda: Table.open(mor_parquet).upsert(w.updates, log_block_format="parquet"))
 
@@ -341,15 +350,17 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
                        delta_files_added=merge_metrics.get("num_target_files_added"),
                        delta_files_removed=merge_metrics.get("num_target_files_removed"),
                        delta_live_bytes_after=delta_live_bytes)
-    for fmt, m, r, nbytes in (("avro", ours, result, log_bytes), ("parquet", ours_pq, result_pq, log_bytes_pq)):
+    for fmt, m, r, nbytes, theirs in (("avro", ours, result, log_bytes, theirs),
+                                      ("parquet", ours_pq, result_pq, log_bytes_pq, theirs_pq)):
         ratio = m.seconds / theirs.seconds
         case = ("write: upsert 10% (vs delta-rs MERGE)" if fmt == "avro"
                 else "write: upsert 10%, parquet log blocks (vs delta-rs MERGE)")
         bench.record(case, rows=w.updates_n, bytes=nbytes, ours=m,
                      baseline=f"delta-rs {deltalake_version} MERGE", theirs=theirs,
                      target=f"ratio <= {TARGET_UPSERT_VS_DELTA:g}", met=ratio <= TARGET_UPSERT_VS_DELTA,
-                     notes=(f"{common}; tablesvc appends one {fmt} log file per file group ({r.files_written} "
-                            f"files, {nbytes / 1e6:.1f} MB){' (the default block format)' if fmt == 'avro' else ''}; "
+                     notes=(f"{common}; medians of {len(m.runs)} alternating runs per side, each on a fresh "
+                            f"copy (tablesvc {m.runs} s, delta-rs {theirs.runs} s); tablesvc appends one {fmt} "
+                            f"log file per file group ({r.files_written} files, {nbytes / 1e6:.1f} MB){' (the default block format)' if fmt == 'avro' else ''}; "
                             f"{delta_how}. {checked}. Process-tree CPU: tablesvc {m.cpu_s:.1f} s, delta-rs "
                             f"{theirs.cpu_s:.1f} s; load average before: tablesvc {m.load_1m:.1f}, delta-rs "
                             f"{theirs.load_1m:.1f}."),

@@ -6,7 +6,7 @@ Steps for a plan ``C`` (docs/compaction.md has the crash table):
    expired or missing -> roll it back (``tablesvc.services.rollback.rollback``: deletes the
    files its markers list, reverts C to requested, keeps the plan), then run it again.
 2. Under the table lock: ``C`` must be requested; the heartbeat starts, then ``C.compaction.inflight``.
-3. Spark job, one task per operation: merge the slice restricted to the plan's base file and
+3. Spark job over the operations (packed into tasks by bytes, ``spark/task_packing.py``): merge the slice restricted to the plan's base file and
    log files with ``tablesvc.merge.open_merged_slice`` (the reader's one merge code path, as of
    ``C`` so later blocks are never merged), and stream the rows, a row group at a time, into
    ``<fileId>_<token>_<C>.parquet`` (``Storage.write_new_from``) after a CREATE marker; the merge
@@ -19,6 +19,7 @@ Steps for a plan ``C`` (docs/compaction.md has the crash table):
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import time
 from collections.abc import Iterable, Iterator
@@ -39,14 +40,14 @@ from tablesvc.services.plan_execution import (
 )
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.write.markers import IOType, create_marker
+from tablesvc.write.parquet_encoding import dictionary_columns
 from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
 from timeline.active import Timeline
 from timeline.instant import Action, Instant, State
 from timeline.payloads import CommitMetadata, CompactionPlan, WriteStat, encode_commit_metadata
 from timeline.storage import Storage, join
 
-KEY, COMMIT_TIME, SEQNO, FILE_NAME = ("_hoodie_record_key", "_hoodie_commit_time", "_hoodie_commit_seqno",
-                                      "_hoodie_file_name")
+FILE_NAME = "_hoodie_file_name"
 
 
 # -- one file group (runs inside a Spark task, or anywhere) -------------------------------------------
@@ -102,21 +103,18 @@ def _sorted_row_groups(tables: Iterable[pa.Table], sort_columns: tuple[str, ...]
         yield rows.slice(start, ROW_GROUP_ROWS)
 
 
-def _dictionary_columns(schema: pa.Schema) -> list[str]:
-    """Every column but the record key and the commit seqno, which are unique in a base file: a
-    dictionary of them only fills up and falls back to plain encoding (a third of the write time
-    on small file groups, and a larger file)."""
-    return [n for n in schema.names if n not in (KEY, SEQNO)]
-
-
 def _write_parquet(storage: Storage, path: str, schema: pa.Schema, groups: Iterable[pa.Table]) -> tuple[int, int]:
     """Create ``path`` (atomically, exclusively) from ``groups``, one row group each; (rows, bytes)."""
     rows = 0
 
     def write(sink) -> None:
         nonlocal rows
-        with pq.ParquetWriter(sink, schema, compression="snappy", use_dictionary=_dictionary_columns(schema)) as writer:
-            for group in groups:
+        pending = iter(groups)
+        first = next(pending, None)
+        dictionary = dictionary_columns(schema, first)
+        with pq.ParquetWriter(sink, schema, compression="snappy", use_dictionary=dictionary) as writer:
+            for group in itertools.chain(() if first is None else (first,), pending):
+                first = None        # else the first group stays alive while the next fills
                 writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
                 rows += group.num_rows
                 del group           # else it stays alive while the next group fills

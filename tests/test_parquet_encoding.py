@@ -1,0 +1,59 @@
+"""Which columns of a new base file get a dictionary (tablesvc/write/parquet_encoding.py), and
+that a file written with that choice reads back identically through hudi-rs-compatible Parquet."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tablesvc.write.parquet_encoding import SAMPLE_ROWS, dictionary_columns
+
+
+def rows(n: int) -> pa.Table:
+    return pa.table({
+        "_hoodie_commit_time": ["20261122000000000"] * n,
+        "_hoodie_commit_seqno": [f"20261122000000000_0_{i}" for i in range(n)],
+        "_hoodie_record_key": [f"key-{i:07d}" for i in range(n)],
+        "_hoodie_partition_path": ["city=paris"] * n,
+        "uuid": [f"key-{i:07d}" for i in range(n)],
+        "city": ["paris", "oslo", "rome"] * (n // 3) + ["paris"] * (n % 3),
+        "fare": [float(i % 7) for i in range(n)],
+        "score": [i * 0.37 for i in range(n)],
+        "tags": [[1, 2]] * n,
+    })
+
+
+def test_unique_columns_go_plain_repeated_ones_keep_a_dictionary():
+    t = rows(20_000)
+    chosen = dictionary_columns(t.schema, t)
+    assert "_hoodie_record_key" not in chosen and "_hoodie_commit_seqno" not in chosen
+    assert "uuid" not in chosen and "score" not in chosen          # mostly distinct in the sample
+    assert {"_hoodie_commit_time", "_hoodie_partition_path", "city", "fare", "tags"} <= set(chosen)
+
+
+def test_without_a_sample_only_the_unique_meta_columns_go_plain():
+    t = rows(10)
+    assert dictionary_columns(t.schema, None) == [n for n in t.schema.names
+                                                  if n not in ("_hoodie_record_key", "_hoodie_commit_seqno")]
+    assert dictionary_columns(t.schema, t.slice(0, 0)) == dictionary_columns(t.schema, None)
+
+
+def test_only_the_first_rows_are_judged():
+    # distinct only after the sample: the choice is made on the sample (cost stays flat)
+    n = SAMPLE_ROWS * 2
+    t = pa.table({"late": ["same"] * SAMPLE_ROWS + [f"v{i}" for i in range(n - SAMPLE_ROWS)]})
+    assert dictionary_columns(t.schema, t) == ["late"]
+
+
+def test_the_file_reads_back_the_same_rows_with_the_chosen_encodings():
+    t = rows(30_000)
+    sink = io.BytesIO()
+    pq.write_table(t, sink, compression="snappy", use_dictionary=dictionary_columns(t.schema, t))
+    back = pq.read_table(pa.BufferReader(sink.getvalue()))
+    assert back.equals(t)
+    meta = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings) for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" not in encodings["uuid"]
+    assert "RLE_DICTIONARY" in encodings["city"]

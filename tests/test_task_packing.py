@@ -1,0 +1,66 @@
+"""Packing of per-slice work into Spark tasks (tablesvc/spark/task_packing.py), and that the
+jobs built on it still run every slice exactly once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tablesvc.spark.task_packing import _parse_bytes, pack
+
+MiB = 1 << 20
+
+
+def flat(groups):
+    return sorted(i for g in groups for i in g)
+
+
+def test_every_item_lands_in_exactly_one_task():
+    weights = [(i * 7919) % 50 * MiB for i in range(57)]
+    groups = pack(weights, 4)
+    assert flat(groups) == list(range(57))
+    assert all(g == sorted(g) for g in groups)
+
+
+def test_small_slices_share_tasks_one_per_core():
+    # 20 file groups of ~4 MB on 2 cores: 2 tasks of 10, not 20 tasks
+    groups = pack([4 * MiB] * 20, 2)
+    assert [len(g) for g in groups] == [10, 10]
+
+
+def test_large_slices_keep_a_task_each_and_no_task_exceeds_the_cap():
+    groups = pack([200 * MiB] * 6, 2)
+    assert groups == [[i] for i in range(6)]
+    groups = pack([30 * MiB] * 40, 2)          # 1.36 GB in all: tasks of <= 128 MiB
+    loads = [sum(30 * MiB + 4 * MiB for _ in g) for g in groups]
+    assert max(loads) <= 128 * MiB + 34 * MiB   # LPT: within one item of the target
+    assert len(groups) == 11
+
+
+def test_balanced_by_bytes_not_by_count():
+    weights = [100 * MiB] + [1 * MiB] * 20
+    groups = pack(weights, 2)
+    assert len(groups) == 2
+    big = next(g for g in groups if 0 in g)
+    assert big == [0] or len(big) < 5          # the big slice is not piled on top of the small ones
+
+
+def test_unknown_sizes_count_as_the_open_cost_and_never_fewer_tasks_than_cores():
+    assert len(pack([None] * 3, 8)) == 3
+    assert len(pack([None] * 100, 4)) == 4
+    assert pack([], 4) == []
+
+
+def test_a_hard_cap_on_the_number_of_tasks():
+    assert len(pack([500 * MiB] * 50, 2, max_tasks=7)) == 7
+
+
+@pytest.mark.parametrize("text,value", [("134217728", 128 * MiB), ("128m", 128 * MiB), ("128MB", 128 * MiB),
+                                        ("4194304b", 4 * MiB), ("1g", 1 << 30), ("64k", 64 << 10)])
+def test_spark_byte_strings(text, value):
+    assert _parse_bytes(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "12x", "m", "1.5g"])
+def test_bad_byte_strings_are_refused(text):
+    with pytest.raises(ValueError):
+        _parse_bytes(text)
