@@ -64,3 +64,25 @@ def test_spark_byte_strings(text, value):
 def test_bad_byte_strings_are_refused(text):
     with pytest.raises(ValueError):
         _parse_bytes(text)
+
+
+def test_compaction_tasks_weigh_what_the_plan_says_they_read(tmp_path):
+    """Compaction tasks are packed by the plan's TOTAL_IO_READ_MB (base + logs), not by their
+    logs alone: 3 groups with large bases and tiny logs must not share one task."""
+    from tablesvc.services.compaction.executor import _tasks
+    from tablesvc.services.plan_execution import task_weight
+    from tablesvc.table import Table, TableSpec
+    from timeline.payloads import CompactionOperation, CompactionPlan
+
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("id",), "ts", ()))
+    ops = tuple(CompactionOperation(base_instant_time="20260101000000000", file_id=f"fg-{i}", partition_path="",
+                                    data_file_path=f"fg-{i}_0-1-0_20260101000000000.parquet",
+                                    delta_file_paths=(f".fg-{i}_20260101000000000.log.1_0-1-0",),
+                                    metrics={"TOTAL_LOG_FILES_SIZE": 1000.0, "TOTAL_IO_READ_MB": 300.0})
+                for i in range(3))
+    tasks = _tasks(table, CompactionPlan(operations=ops), "20260102000000000", '{"type":"record","name":"r",'
+                   '"fields":[{"name":"id","type":"string"},{"name":"ts","type":"long"}]}', ())
+    weights = [task_weight(t) for t in tasks]
+    assert weights == [300 << 20] * 3
+    assert pack(weights, 1) == [[0], [1], [2]]          # 300 MiB each: over the 128 MiB cap
+    assert len(pack([t.log_bytes for t in tasks], 1)) == 1   # by logs alone they would share a task

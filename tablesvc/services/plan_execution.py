@@ -205,6 +205,12 @@ def _task_runner(ctx, work: FileGroupWork):
     return run
 
 
+def task_weight(task: Any) -> int | None:
+    """Bytes a task reads, for packing tasks (``spark/task_packing.py``): the compaction plan's
+    TOTAL_IO_READ_MB (base + logs), else the task's log bytes, else unknown (None)."""
+    return getattr(task, "read_bytes", 0) or getattr(task, "log_bytes", None)
+
+
 def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, spark, *,
                          in_process: bool = False) -> StatsByPartition:
     """Run ``work`` once per task: in a Spark job (file groups packed into tasks, ``spark/task_packing.py``; only write stats
@@ -223,8 +229,7 @@ def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, 
 
     session = spark_session(spark)
     try:
-        weights = [getattr(t, "log_bytes", None) for t in tasks]
-        rows = specs_dataframe(session, list(tasks), weights).mapInArrow(_task_runner(ctx, work),
+        rows = specs_dataframe(session, list(tasks), [task_weight(t) for t in tasks]).mapInArrow(_task_runner(ctx, work),
                                                                 "partition string, stat string").collect()
     except Exception as e:
         raise translate_task_error(e) from None

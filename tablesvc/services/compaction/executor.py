@@ -65,6 +65,7 @@ class CompactionTask:
     schema_json: str                 # data schema (no meta fields) the base file is written with
     table_version: int
     sort_columns: tuple[str, ...] = ()
+    read_bytes: int = 0              # base + logs, from the plan's TOTAL_IO_READ_MB (packs tasks; 0: unknown)
 
     def slice_spec(self, base_path: str) -> SliceSpec:
         folder = join(base_path, self.partition)
@@ -185,7 +186,8 @@ def _tasks(table, plan: CompactionPlan, instant: str, schema_json: str, sort_col
             base_instant=op.base_instant_time, base_file=op.data_file_path.rsplit("/", 1)[-1]
             if op.data_file_path else None, log_files=tuple(n.rsplit("/", 1)[-1] for n in logs),
             log_bytes=int((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0)), schema_json=schema_json,
-            table_version=table.config.version, sort_columns=sort_columns))
+            table_version=table.config.version, sort_columns=sort_columns,
+            read_bytes=int((op.metrics or {}).get("TOTAL_IO_READ_MB", 0) * (1 << 20))))
     return tasks
 
 
