@@ -281,3 +281,15 @@ def test_write_task_refuses_a_row_routed_to_another_file_group():
         _check_routing(keyed, "city=chennai", str(ids[0]), buckets, spec)
     with pytest.raises(TablesvcError, match="routed to file group"):
         _check_routing(mine, "city=sao_paulo", str(ids[0]), buckets, spec)
+
+
+def test_sql_literals_of_the_jvm_routing_keep_every_character(spark):
+    """The routing expressions are SQL text: names and values with quotes, backslashes and
+    non-ASCII characters must come out of Spark's parser unchanged."""
+    from pyspark.sql import functions as F
+
+    from tablesvc.spark.write_job import _sql_string
+
+    texts = ["plain", "it's", "back\\slash", "both\\'", "new\nline", "tab\t", "é ü 中", "%_*", "=/:,", ""]
+    row = spark.range(1).select(*[F.expr(_sql_string(t)).alias(f"c{i}") for i, t in enumerate(texts)]).first()
+    assert [row[f"c{i}"] for i in range(len(texts))] == texts
