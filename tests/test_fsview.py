@@ -437,3 +437,19 @@ def test_file_sizes_by_name_with_gone_files(tmp_path):
         assert file_sizes(storage, str(tmp_path), ["c", "a", "b"]) == [7, 3, 0]
         assert file_sizes(storage, str(tmp_path), ["a", "gone", "c"]) == [3, None, 7]
         assert file_sizes(storage, str(tmp_path / "nowhere"), ["a"]) == [None]
+
+
+@requires_fixtures
+def test_a_slice_total_size_is_its_files_bytes_or_unknown_without_sizes():
+    """``FileSlice.total_size`` (what task packing weighs a slice by): base + log bytes on disk;
+    None when the view was built by name only."""
+    from tablesvc.fsview import FileSystemView
+
+    table = Table.open(str(TABLES_DIR / "v6_trips_8i1u"))
+    slices = table.latest_file_slices()
+    assert slices and any(s.log_files for s in slices)
+    for s in slices:
+        files = ([s.base_file.path] if s.base_file else []) + [lf.path for lf in s.log_files]
+        assert s.total_size == sum(os.path.getsize(f) for f in files)
+    names_only = FileSystemView.build(table.storage, table.base_path, table.config, table.timeline(), sizes=False)
+    assert all(s.total_size is None for s in names_only.latest_file_slices(table.storage))

@@ -75,6 +75,12 @@ class FileSlice:
         head = (self.base_file.file_name,) if self.base_file else ()
         return head + tuple(lf.file_name for lf in self.log_files)
 
+    @property
+    def total_size(self) -> int | None:
+        """Bytes of the base file and the log files; None when the view was built without sizes."""
+        sizes = [f.size for f in ((self.base_file,) if self.base_file else ()) + tuple(self.log_files)]
+        return None if any(v is None for v in sizes) else sum(sizes)
+
     def log_columns(self) -> tuple[list[str], list[str], list[str], list[str]]:
         """The log files as parallel lists, in order: (folder, stored name, file name as
         ``LogFileName`` spells it, instant) of each.  What planners read of many slices, without

@@ -10,8 +10,8 @@ group, the commit metadata and the precheck differ:
    one is the caller's to recover (``refuse_if_alive``).
 2. ``start_plan``: under the table lock, ``P`` must still be requested; the heartbeat starts
    (so nobody takes ``P`` for a dead instant), then ``P`` moves to inflight.
-3. ``run_file_group_tasks``: a Spark job over the plan's operations, packed into tasks by bytes (or in this process); tasks
-   write files after a marker and return write stats only, never data.
+3. ``run_file_group_tasks``: a Spark job over the plan's operations, packed into tasks by bytes
+   (or in this process); tasks write files after a marker and return write stats only, never data.
 4. ``remove_orphans``: files with a marker but no stat (failed task attempts) are deleted.
 5. ``finish_plan``: under the lock, complete ``P`` with its metadata and precheck; the heartbeat
    stops whatever happens, and the markers go after the completion.  On failure ``P`` stays
@@ -191,10 +191,9 @@ def finish_plan(table, inflight: Instant, metadata: bytes, precheck=None, fence:
 def _task_runner(ctx, work: FileGroupWork):
     def run(batches):
         from tablesvc.fsview.names import write_token
+        from tablesvc.spark.read_job import task_items
         from tablesvc.spark.session import task_identity
         from tablesvc.storage import storage_for
-
-        from tablesvc.spark.read_job import task_items
 
         storage = storage_for(ctx.base_path)
         token = write_token(*task_identity())
@@ -213,8 +212,9 @@ def task_weight(task: Any) -> int | None:
 
 def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, spark, *,
                          in_process: bool = False) -> StatsByPartition:
-    """Run ``work`` once per task: in a Spark job (file groups packed into tasks, ``spark/task_packing.py``; only write stats
-    come back to the driver) or, with ``in_process``, here one after the other."""
+    """Run ``work`` once per task: in a Spark job (file groups packed into Spark tasks,
+    ``spark/task_packing.py``; only write stats come back to the driver) or, with ``in_process``,
+    here one after the other."""
     stats: StatsByPartition = {}
     if not tasks:
         return stats
@@ -229,8 +229,8 @@ def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, 
 
     session = spark_session(spark)
     try:
-        rows = specs_dataframe(session, list(tasks), [task_weight(t) for t in tasks]).mapInArrow(_task_runner(ctx, work),
-                                                                "partition string, stat string").collect()
+        packed = specs_dataframe(session, list(tasks), [task_weight(t) for t in tasks])
+        rows = packed.mapInArrow(_task_runner(ctx, work), "partition string, stat string").collect()
     except Exception as e:
         raise translate_task_error(e) from None
     for row in rows:
@@ -300,4 +300,5 @@ def plural(n: int, word: str) -> str:
 __all__ = ["Fence", "FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
            "discard_stale_output",
            "finish_plan", "heartbeat_settings", "plural", "refuse_if_alive", "rel_path", "remove_orphans",
-           "pending_plan", "plans_on_timeline", "run_file_group_tasks", "run_plans", "schedule_plan", "spark_session", "start_plan", "total"]
+           "pending_plan", "plans_on_timeline", "run_file_group_tasks", "run_plans", "schedule_plan", "spark_session",
+           "start_plan", "task_weight", "total"]

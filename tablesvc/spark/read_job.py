@@ -35,13 +35,14 @@ def plan_read(table, as_of: str | None = None, columns: tuple[str, ...] | None =
     ctx = ReadContext.for_table(table, timeline, as_of=as_of, columns=columns)
     slices = table.file_system_view(timeline).latest_file_slices(table.storage, as_of)
     specs = tuple(SliceSpec.from_file_slice(s) for s in slices)
-    weight = {(s.partition, s.file_id): slice_weight(s) for s in slices}
+    weight = {(s.partition, s.file_id): s.total_size for s in slices}
     if not native:
         return ReadPlan(ctx, specs, (), tuple(weight[(s.partition, s.file_id)] for s in specs))
     from tablesvc.spark.native_scan import split_native
 
     native_files, python = split_native(table, timeline, ctx, specs, tuple(s.base_instant for s in slices))
-    return ReadPlan(ctx, tuple(python), tuple(native_files), tuple(weight[(s.partition, s.file_id)] for s in python))
+    return ReadPlan(ctx, tuple(python), tuple(native_files),
+                    tuple(weight[(s.partition, s.file_id)] for s in python))
 
 
 def _read_specs(ctx: ReadContext):
@@ -81,12 +82,6 @@ def task_items(batches: Iterator[Any]) -> Iterator[Any]:
             yield from pickle.loads(blob)
 
 
-def slice_weight(file_slice) -> int | None:
-    """Bytes of a file slice (base + logs), None when the view did not read sizes."""
-    sizes = [f.size for f in ((file_slice.base_file,) if file_slice.base_file else ()) + tuple(file_slice.log_files)]
-    return None if any(v is None for v in sizes) else sum(sizes)
-
-
 def read_dataframe(spark, table, as_of: str | None = None, columns: tuple[str, ...] | None = None, *,
                    native: bool = True):
     """The table (snapshot, or as of an instant) as a Spark DataFrame: slices with something
@@ -95,7 +90,8 @@ def read_dataframe(spark, table, as_of: str | None = None, columns: tuple[str, .
     schema = spark_schema(plan.context)
     parts = []
     if plan.slices:
-        parts.append(specs_dataframe(spark, plan.slices, plan.weights or None).mapInArrow(_read_specs(plan.context), schema))
+        tasks = specs_dataframe(spark, plan.slices, plan.weights or None)
+        parts.append(tasks.mapInArrow(_read_specs(plan.context), schema))
     if plan.native_base_files:
         # the requested schema fixes the columns and their order (missing ones read as nulls)
         parts.append(spark.read.schema(schema).parquet(*plan.native_base_files))

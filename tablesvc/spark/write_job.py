@@ -36,7 +36,7 @@ from tablesvc.errors import InvalidInputError, TablesvcError, UnsupportedTableEr
 from tablesvc.fsview.names import new_file_id
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
-from tablesvc.spark.read_job import slice_weight, specs_dataframe, task_items
+from tablesvc.spark.read_job import specs_dataframe, task_items
 from tablesvc.spark.session import task_identity
 from tablesvc.storage import storage_for
 from tablesvc.write import (DEFAULT_PARTITION_PATH, BucketSpec, FileGroupTarget, KeySpec, WriteContext,
@@ -361,7 +361,7 @@ def _lookup_targets(spark, table, view_slices, keyed, partitions: set[str]):
     targets = {(s.partition, s.file_id): FileGroupTarget.from_slice(s) for s in slices}
     ctx = ReadContext.for_table(table, columns=(KEY,))
     existing = specs_dataframe(spark, [SliceSpec.from_file_slice(s) for s in slices],
-                               [slice_weight(s) for s in slices]).mapInArrow(
+                               [s.total_size for s in slices]).mapInArrow(
         _slice_keys(ctx), "_lk_partition string, _lk_key string, _lk_fg string")
     base = keyed.drop(FG_COLUMN)
     joined = base.join(existing, (base[PARTITION] == existing["_lk_partition"]) & (base[KEY] == existing["_lk_key"]),

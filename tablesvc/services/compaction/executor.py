@@ -6,9 +6,10 @@ Steps for a plan ``C`` (docs/compaction.md has the crash table):
    expired or missing -> roll it back (``tablesvc.services.rollback.rollback``: deletes the
    files its markers list, reverts C to requested, keeps the plan), then run it again.
 2. Under the table lock: ``C`` must be requested; the heartbeat starts, then ``C.compaction.inflight``.
-3. Spark job over the operations (packed into tasks by bytes, ``spark/task_packing.py``): merge the slice restricted to the plan's base file and
-   log files with ``tablesvc.merge.open_merged_slice`` (the reader's one merge code path, as of
-   ``C`` so later blocks are never merged), and stream the rows, a row group at a time, into
+3. Spark job over the operations (packed into tasks by bytes, ``spark/task_packing.py``): merge
+   the slice restricted to the plan's base file and log files with
+   ``tablesvc.merge.open_merged_slice`` (the reader's one merge code path, as of ``C`` so later
+   blocks are never merged), and stream the rows, a row group at a time, into
    ``<fileId>_<token>_<C>.parquet`` (``Storage.write_new_from``) after a CREATE marker; the merge
    counts the inserts, updates and deletes on the way.  Tasks return write stats only.
 4. Files with a marker but no stat (failed task attempts) are deleted.
