@@ -578,3 +578,32 @@ def test_streamed_create_is_atomic_and_exclusive(tmp_path):
     with storage.open_read(path) as f:
         f.seek(3)
         assert f.read() == b"def"
+
+
+@pytest.mark.spark
+def test_dictionary_read_columns_are_written_from_their_dictionaries_and_read_back_plain(tmp_path, spark):
+    """Low-cardinality string columns go from the old base file's dictionary to the new one's
+    without being decoded; the new file stores no Arrow schema, so hudi-rs, pyarrow and Spark all
+    read plain strings, and the rows are the same as before."""
+    from tablesvc.merge.slice_reader import dictionary_read_columns
+
+    table = new_table(tmp_path, 8)
+    write_batches(table, spark)
+    before = our_rows(table, spark)
+    old_base = pq.ParquetFile(next(s.base_file.path for s in table.latest_file_slices() if s.base_file))
+    assert {"_hoodie_file_name", "city", "_hoodie_partition_path"} <= \
+        set(dictionary_read_columns(old_base, old_base.schema_arrow.names))
+
+    assert [r.status for r in run_compaction(table, spark=spark)] == [Status.DONE]
+    assert latest_log_files(table) == []
+    assert our_rows(table, spark) == before == hudi_rows(table.base_path)
+    read_back = pa.Table.from_batches(HudiTableBuilder.from_base_uri(table.base_path).build().read(HudiReadOptions()))
+    for name in ("_hoodie_file_name", "city", "rider"):
+        assert not pa.types.is_dictionary(read_back.schema.field(name).type)
+    for s in table.latest_file_slices():
+        new_base = pq.ParquetFile(s.base_file.path)
+        assert b"ARROW:schema" not in (new_base.metadata.metadata or {})
+        assert new_base.schema_arrow.field("city").type == pa.string()
+        names = [new_base.metadata.row_group(0).column(i).path_in_schema for i in range(new_base.metadata.num_columns)]
+        assert new_base.metadata.row_group(0).column(names.index("_hoodie_file_name")).has_dictionary_page
+        assert set(new_base.read(columns=["_hoodie_file_name"]).column(0).to_pylist()) == {s.base_file.file_name}

@@ -118,17 +118,32 @@ def align_array(arr: pa.Array | pa.ChunkedArray, target: pa.DataType, what: str 
             from exc
 
 
-def align_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns, in order (missing -> nulls, extra dropped)."""
+def align_table(table: pa.Table, schema: pa.Schema, keep_dictionaries: bool = False) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns, in order (missing -> nulls, extra dropped).
+    ``keep_dictionaries``: a dictionary column whose values already have the field's type stays
+    encoded (the result's schema then says so); ``decode_dictionaries`` decodes it later."""
     names = table.column_names
     columns = []
     for field in schema:
-        if field.name in names:
-            columns.append(align_array(table.column(field.name), field.type, field.name))
-        else:
+        if field.name not in names:
             columns.append(pa.nulls(table.num_rows, field.type))
+            continue
+        column = table.column(field.name)
+        if keep_dictionaries and pa.types.is_dictionary(column.type) and column.type.value_type == field.type:
+            columns.append(column)
+        else:
+            columns.append(align_array(column, field.type, field.name))
+    if keep_dictionaries:
+        return pa.Table.from_arrays(columns, names=schema.names)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def decode_dictionaries(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` (``schema``'s columns, some perhaps dictionary-encoded) in exactly ``schema``."""
+    columns = [table.column(f.name) for f in schema]
+    columns = [c.cast(f.type) if c.type != f.type else c for c, f in zip(columns, schema)]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
 __all__ = ["COMMIT_SEQNO", "COMMIT_TIME", "FILE_NAME", "META_COLUMNS", "PARTITION_PATH", "RECORD_KEY",
-           "align_array", "align_table", "output_schema", "table_schema", "work_schema"]
+           "align_array", "align_table", "decode_dictionaries", "output_schema", "table_schema", "work_schema"]

@@ -28,8 +28,15 @@ def dictionary_columns(schema: pa.Schema, sample: pa.Table | None) -> list[str]:
         return chosen
     head = sample.slice(0, SAMPLE_ROWS)
     limit = MAX_DISTINCT * head.num_rows
-    return [n for n in chosen if n not in head.schema.names or pa.types.is_nested(head.schema.field(n).type)
-            or pc.count_distinct(head.column(n), mode="all").as_py() <= limit]
+    def repeats(name: str) -> bool:
+        if name not in head.schema.names:
+            return True
+        t = head.schema.field(name).type
+        # a dictionary array is one already: its values were judged few when it was read
+        return pa.types.is_nested(t) or pa.types.is_dictionary(t) or \
+            pc.count_distinct(head.column(name), mode="all").as_py() <= limit
+
+    return [n for n in chosen if repeats(n)]
 
 
 __all__ = ["MAX_DISTINCT", "SAMPLE_ROWS", "UNIQUE_META_COLUMNS", "dictionary_columns"]

@@ -27,7 +27,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tablesvc.errors import ConflictError, InvalidInputError
@@ -105,8 +107,35 @@ def _sorted_row_groups(tables: Iterable[pa.Table], sort_columns: tuple[str, ...]
         yield rows.slice(start, ROW_GROUP_ROWS)
 
 
+def _repeated(value: str, n: int, encoded: bool) -> pa.Array:
+    """``value`` ``n`` times: as a one-entry dictionary array (no copies of the string) or plain."""
+    if encoded:
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], pa.string()))
+    return pa.repeat(pa.scalar(value, pa.string()), n)
+
+
+def _aligned_keeping_encodings(table: pa.Table, schema_json: str, target: pa.Schema,
+                               encoded: frozenset[str]) -> pa.Table:
+    """``align_to_schema``, except that the ``encoded`` columns are dictionary arrays of the
+    target type's values (the log records, a tenth of a typical file, are encoded here): every
+    table of one file then has the same Arrow schema."""
+    if not encoded:
+        return align_to_schema(table, schema_json)
+    out = align_to_schema(table.drop_columns([n for n in encoded if n in table.column_names]), schema_json)
+    for n in encoded:
+        field = target.field(n)
+        column = table.column(n) if n in table.column_names else pa.nulls(table.num_rows, field.type)
+        if not pa.types.is_dictionary(column.type):
+            column = pc.dictionary_encode(column.cast(field.type))
+        out = out.set_column(out.schema.get_field_index(n), pa.field(n, column.type, field.nullable), column)
+    return out
+
+
 def _write_parquet(storage: Storage, path: str, schema: pa.Schema, groups: Iterable[pa.Table]) -> tuple[int, int]:
-    """Create ``path`` (atomically, exclusively) from ``groups``, one row group each; (rows, bytes)."""
+    """Create ``path`` (atomically, exclusively) from ``groups``, one row group each; (rows, bytes).
+    Columns that come as dictionary arrays are written from their dictionaries (no hashing of
+    the values); the file then stores no Arrow schema, so that every reader reads them back as
+    the plain type ``schema`` says, as it reads the files Hudi writes (which have none either)."""
     rows = 0
 
     def write(sink) -> None:
@@ -114,7 +143,10 @@ def _write_parquet(storage: Storage, path: str, schema: pa.Schema, groups: Itera
         pending = iter(groups)
         first = next(pending, None)
         dictionary = dictionary_columns(schema, first)
-        with pq.ParquetWriter(sink, schema, compression="snappy", use_dictionary=dictionary) as writer:
+        file_schema = first.schema if first is not None else schema
+        encoded = any(pa.types.is_dictionary(t) for t in file_schema.types)
+        with pq.ParquetWriter(sink, file_schema, compression="snappy", use_dictionary=dictionary,
+                              store_schema=not encoded) as writer:
             for group in itertools.chain(() if first is None else (first,), pending):
                 first = None        # else the first group stays alive while the next fills
                 writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
@@ -144,11 +176,19 @@ def compact_file_group(storage: Storage, ctx: ReadContext, task: CompactionTask,
     schema_json = with_meta_fields(task.schema_json)
     target = avro_schema_to_arrow(schema_json)
 
+    # Sorting needs plain columns; otherwise the dictionary-read ones stay encoded into the writer.
+    keep_encodings = not task.sort_columns
+
     def out_tables() -> Iterator[pa.Table]:
-        for table in merged.tables():
+        encoded: frozenset[str] | None = None
+        for table in merged.tables(decode_dictionaries=not keep_encodings):
             table = table.set_column(table.schema.get_field_index(FILE_NAME), FILE_NAME,
-                                     pa.repeat(pa.scalar(name, pa.string()), table.num_rows))
-            yield align_to_schema(table, schema_json)
+                                     _repeated(name, table.num_rows, keep_encodings))
+            if encoded is None:         # the first table (base rows first) fixes the file's Arrow schema
+                encoded = frozenset(f.name for f in table.schema if pa.types.is_dictionary(f.type)
+                                    and target.get_field_index(f.name) >= 0
+                                    and f.type.value_type == target.field(f.name).type)
+            yield _aligned_keeping_encodings(table, schema_json, target, encoded)
 
     groups = _sorted_row_groups(out_tables(), task.sort_columns) if task.sort_columns else _row_groups(out_tables())
     create_marker(storage, ctx.base_path, task.instant, task.partition, name, IOType.CREATE)
