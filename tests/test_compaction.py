@@ -607,3 +607,46 @@ def test_dictionary_read_columns_are_written_from_their_dictionaries_and_read_ba
         names = [new_base.metadata.row_group(0).column(i).path_in_schema for i in range(new_base.metadata.num_columns)]
         assert new_base.metadata.row_group(0).column(names.index("_hoodie_file_name")).has_dictionary_page
         assert set(new_base.read(columns=["_hoodie_file_name"]).column(0).to_pylist()) == {s.base_file.file_name}
+
+
+def test_row_groups_share_one_dictionary_per_column_so_the_writer_keeps_it():
+    """Base batches of two input row groups and the log records each come with their own
+    dictionary; a Parquet writer handed a new dictionary mid-chunk writes the rest plain."""
+    import io
+
+    from tablesvc.services.compaction.executor import _row_groups
+
+    def encoded(values):
+        return pa.table({"city": pa.array(values).dictionary_encode()})
+
+    n = 50_000
+    parts = [encoded([f"c{i % 40:02d}" for i in range(n)]), encoded([f"c{(i + 9) % 40:02d}" for i in range(n)]),
+             encoded([f"new-{i % 7}" for i in range(n // 10)])]
+    groups = list(_row_groups(parts))
+    assert len(groups) == 1
+    chunks = groups[0].column("city").chunks
+    assert all(c.dictionary.equals(chunks[0].dictionary) for c in chunks)
+
+    def city_bytes(table) -> int:
+        sink = io.BytesIO()
+        pq.write_table(table, sink, store_schema=False)
+        return pq.ParquetFile(io.BytesIO(sink.getvalue())).metadata.row_group(0).column(0).total_uncompressed_size
+
+    plain = pa.table({"city": pa.chunked_array([p.column(0).combine_chunks().cast(pa.string()) for p in parts])})
+    assert city_bytes(groups[0]) < 2 * city_bytes(plain)           # dictionary kept throughout
+    assert city_bytes(pa.concat_tables(parts)) > 3 * city_bytes(plain)   # what unshared dictionaries cost
+
+
+@pytest.mark.spark
+def test_sorted_compaction_of_a_file_group_whose_rows_are_all_deleted(tmp_path, spark):
+    table = new_table(tmp_path, 8)
+    rows = make_rows(range(6), 1_000)
+    table.insert(spark.createDataFrame(rows, SCHEMA))
+    table.delete(spark.createDataFrame(rows, SCHEMA))
+    assert our_rows(table, spark) == [] == hudi_rows(table.base_path)
+
+    results = run_compaction(table, spark=spark, sort_columns=("rider",))
+    assert [r.status for r in results] == [Status.DONE]
+    assert latest_log_files(table) == []
+    assert our_rows(table, spark) == [] == hudi_rows(table.base_path)
+    assert all(pq.read_metadata(s.base_file.path).num_rows == 0 for s in table.latest_file_slices())

@@ -733,6 +733,7 @@ def small_batches(monkeypatch):
     from tablesvc.merge import slice_reader
 
     monkeypatch.setattr(slice_reader, "MERGE_BATCH_ROWS", 5)
+    monkeypatch.setattr(slice_reader, "READ_MERGE_BATCH_ROWS", 5)
     monkeypatch.setattr(slice_reader, "KEY_CHUNK_ROWS", 8)
     monkeypatch.setattr(slice_reader, "LOOKUP_CHUNK_FACTOR", 1)
     monkeypatch.setattr(slice_reader, "RELEASE_EVERY_ROWS", 16)

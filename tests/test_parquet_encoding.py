@@ -57,3 +57,13 @@ def test_the_file_reads_back_the_same_rows_with_the_chosen_encodings():
     encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings) for i in range(meta.num_columns)}
     assert "RLE_DICTIONARY" not in encodings["uuid"]
     assert "RLE_DICTIONARY" in encodings["city"]
+
+
+def test_dictionary_arrays_are_judged_on_their_values():
+    """Columns a reader took through their dictionary arrive as dictionary arrays: a repeated one
+    keeps its dictionary, a mostly distinct one (read from small row groups) still goes plain."""
+    t = rows(20_000)
+    encoded = t.set_column(t.schema.get_field_index("city"), "city", t.column("city").dictionary_encode()) \
+        .set_column(t.schema.get_field_index("uuid"), "uuid", t.column("uuid").dictionary_encode())
+    chosen = dictionary_columns(encoded.schema, encoded)
+    assert "city" in chosen and "uuid" not in chosen

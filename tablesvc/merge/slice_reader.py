@@ -36,6 +36,10 @@ DEFAULT_BATCH_SIZE = 65_536
 # Base rows read and merged at a time by default (compaction; reads merge ``iter_file_slice``'s
 # batch size): bounds the decoded base rows held at once.
 MERGE_BATCH_ROWS = 16_384
+# The most base rows a read (``iter_file_slice``) merges at a time: against 16k-row batches, 64k
+# rows per filter and take cost 15-25% less per slice, and fewer, larger Arrow batches cross to
+# Spark, for ~35-50 MiB more resident memory on a 5.5M-row file group (test_bench_memory.py).
+READ_MERGE_BATCH_ROWS = 65_536
 # Base keys looked up per ``index_in`` call.  Each call builds a hash table of every log key (it
 # costs a few times more per key than probing one base key), so keys are looked up in chunks of
 # at least this many rows and at least LOOKUP_CHUNK_FACTOR times the log keys: the builds then
@@ -373,10 +377,9 @@ def iter_file_slice(storage: Storage | None, spec: SliceSpec, ctx: ReadContext,
     merges them, with the base file streamed a batch at a time."""
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
-    # The base file is merged ``batch_size`` rows at a time too: against 16k-row batches, 64k rows
-    # per filter and take cost 15-25% less per slice (fewer, larger Arrow batches cross to Spark)
-    # for ~50 MiB more resident memory on a 5.5M-row file group (test_bench_memory.py).
-    for table in open_merged_slice(storage, spec, ctx, batch_rows=batch_size).tables():
+    # The base file is merged ``batch_size`` rows at a time too (up to READ_MERGE_BATCH_ROWS).
+    merge_rows = min(batch_size, READ_MERGE_BATCH_ROWS)
+    for table in open_merged_slice(storage, spec, ctx, batch_rows=merge_rows).tables():
         yield from table.to_batches(max_chunksize=batch_size)
 
 

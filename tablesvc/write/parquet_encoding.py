@@ -32,9 +32,12 @@ def dictionary_columns(schema: pa.Schema, sample: pa.Table | None) -> list[str]:
         if name not in head.schema.names:
             return True
         t = head.schema.field(name).type
-        # a dictionary array is one already: its values were judged few when it was read
-        return pa.types.is_nested(t) or pa.types.is_dictionary(t) or \
-            pc.count_distinct(head.column(name), mode="all").as_py() <= limit
+        if pa.types.is_nested(t):
+            return True
+        column = head.column(name)
+        if pa.types.is_dictionary(t):       # read through its dictionary: judged on its values
+            column = column.cast(t.value_type)
+        return pc.count_distinct(column, mode="all").as_py() <= limit
 
     return [n for n in chosen if repeats(n)]
 
