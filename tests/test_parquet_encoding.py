@@ -67,3 +67,24 @@ def test_dictionary_arrays_are_judged_on_their_values():
         .set_column(t.schema.get_field_index("uuid"), "uuid", t.column("uuid").dictionary_encode())
     chosen = dictionary_columns(encoded.schema, encoded)
     assert "city" in chosen and "uuid" not in chosen
+
+
+def test_tables_of_one_file_keep_one_schema_with_their_encodings():
+    """Base rows (dictionary-read city), then log records (plain city, no fare column): both come
+    out in one Arrow schema, city encoded, values unchanged; a dictionary of another value type
+    than the target's is not kept."""
+    from tablesvc.write.parquet_encoding import align_keeping_encodings, encoded_columns
+
+    schema_json = ('{"type": "record", "name": "r", "fields": [{"name": "city", "type": ["null", "string"]}, '
+                   '{"name": "fare", "type": ["null", "double"]}]}')
+    base = pa.table({"city": pa.array(["oslo", "rome", "oslo"]).dictionary_encode(), "fare": [1.0, 2.0, 3.0]})
+    logs = pa.table({"city": ["paris", None]})
+    target = pa.schema([pa.field("city", pa.string()), pa.field("fare", pa.float64())])
+    encoded = encoded_columns(base.schema, target)
+    assert encoded == {"city"}
+    assert encoded_columns(pa.schema([pa.field("fare", pa.dictionary(pa.int32(), pa.string()))]), target) == set()
+    first, second = (align_keeping_encodings(t, schema_json, encoded) for t in (base, logs))
+    assert first.schema == second.schema and pa.types.is_dictionary(first.schema.field("city").type)
+    assert pa.concat_tables([first, second]).column("city").cast(pa.string()).to_pylist() == \
+        ["oslo", "rome", "oslo", "paris", None]
+    assert second.column("fare").to_pylist() == [None, None]

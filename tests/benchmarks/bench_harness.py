@@ -136,7 +136,8 @@ def paired(ours: Callable[[], Any], theirs: Callable[[], Any], *, runs: int | No
            before_theirs: Callable[[], Any] | None = None) -> tuple[Measurement, Measurement]:
     """Both sides ``runs`` times, alternating (theirs, ours, theirs, ours, ...), so that a slow
     moment of the machine falls on both; each side's result is its median run (with that run's
-    peak memory and CPU; ``runs`` lists every run's seconds), and ``result`` is the last run's.
+    CPU, the highest peak memory of its runs; ``runs`` lists every run's seconds), and
+    ``result`` is the last run's.
     ``before_*`` (untimed) prepares a fresh input before each run of a side that mutates it."""
     n = runs or repeats()
     ours_runs: list[Measurement] = []

@@ -27,9 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tablesvc.errors import ConflictError, InvalidInputError
@@ -43,8 +41,10 @@ from tablesvc.services.plan_execution import (
 )
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.write.markers import IOType, create_marker
-from tablesvc.write.parquet_encoding import dictionary_columns
-from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
+from tablesvc.write.parquet_encoding import (
+    align_keeping_encodings, arrow_bytes, constant_strings, dictionary_columns, encoded_columns, share_dictionaries,
+)
+from tablesvc.write.schema_evolution import with_meta_fields
 from timeline.active import Timeline
 from timeline.instant import Action, Instant, State
 from timeline.payloads import CommitMetadata, CompactionPlan, WriteStat, encode_commit_metadata
@@ -84,28 +84,6 @@ ROW_GROUP_ROWS = 1 << 20
 ROW_GROUP_BYTES = 16 << 20
 
 
-def _arrow_bytes(table: pa.Table) -> int:
-    """The bytes of ``table``'s rows: a dictionary column counts its indices, not the dictionary
-    that every batch of one input row group shares (``nbytes`` would count it once per batch)."""
-    total = 0
-    for column in table.columns:
-        if pa.types.is_dictionary(column.type):
-            total += sum(chunk.indices.nbytes for chunk in column.chunks)
-        else:
-            total += column.nbytes
-    return total
-
-
-def _one_row_group(pending: list[pa.Table]) -> pa.Table:
-    """``pending`` as one table whose dictionary columns share one dictionary: the Parquet writer
-    switches a column chunk to plain encoding for good when the dictionary changes between
-    batches (between input row groups, or from base rows to log records): 6x the bytes."""
-    table = pa.concat_tables(pending)
-    if any(pa.types.is_dictionary(t) for t in table.schema.types):
-        table = table.unify_dictionaries()
-    return table
-
-
 def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
     """``tables`` regrouped into row groups of up to ``ROW_GROUP_ROWS`` rows or about
     ``ROW_GROUP_BYTES`` (merged batches are small, row groups should not be)."""
@@ -114,12 +92,12 @@ def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
     for table in tables:
         pending.append(table)
         rows += table.num_rows
-        size += _arrow_bytes(table)
+        size += arrow_bytes(table)
         if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-            yield _one_row_group(pending)
+            yield share_dictionaries(pa.concat_tables(pending))
             pending, rows, size = [], 0, 0
     if pending:
-        yield _one_row_group(pending)
+        yield share_dictionaries(pa.concat_tables(pending))
 
 
 def _sorted_row_groups(tables: Iterable[pa.Table], sort_columns: tuple[str, ...]) -> Iterator[pa.Table]:
@@ -130,30 +108,6 @@ def _sorted_row_groups(tables: Iterable[pa.Table], sort_columns: tuple[str, ...]
     rows = pa.concat_tables(parts).sort_by([(c, "ascending") for c in sort_columns])
     for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
         yield rows.slice(start, ROW_GROUP_ROWS)
-
-
-def _repeated(value: str, n: int, encoded: bool) -> pa.Array:
-    """``value`` ``n`` times: as a one-entry dictionary array (no copies of the string) or plain."""
-    if encoded:
-        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], pa.string()))
-    return pa.repeat(pa.scalar(value, pa.string()), n)
-
-
-def _aligned_keeping_encodings(table: pa.Table, schema_json: str, target: pa.Schema,
-                               encoded: frozenset[str]) -> pa.Table:
-    """``align_to_schema``, except that the ``encoded`` columns are dictionary arrays of the
-    target type's values (the log records, a tenth of a typical file, are encoded here): every
-    table of one file then has the same Arrow schema."""
-    if not encoded:
-        return align_to_schema(table, schema_json)
-    out = align_to_schema(table.drop_columns([n for n in encoded if n in table.column_names]), schema_json)
-    for n in encoded:
-        field = target.field(n)
-        column = table.column(n) if n in table.column_names else pa.nulls(table.num_rows, field.type)
-        if not pa.types.is_dictionary(column.type):
-            column = pc.dictionary_encode(column.cast(field.type))
-        out = out.set_column(out.schema.get_field_index(n), pa.field(n, column.type, field.nullable), column)
-    return out
 
 
 def _write_parquet(storage: Storage, path: str, schema: pa.Schema, groups: Iterable[pa.Table]) -> tuple[int, int]:
@@ -208,12 +162,10 @@ def compact_file_group(storage: Storage, ctx: ReadContext, task: CompactionTask,
         encoded: frozenset[str] | None = None
         for table in merged.tables(decode_dictionaries=not keep_encodings):
             table = table.set_column(table.schema.get_field_index(FILE_NAME), FILE_NAME,
-                                     _repeated(name, table.num_rows, keep_encodings))
+                                     constant_strings(name, table.num_rows, keep_encodings))
             if encoded is None:         # the first table (base rows first) fixes the file's Arrow schema
-                encoded = frozenset(f.name for f in table.schema if pa.types.is_dictionary(f.type)
-                                    and target.get_field_index(f.name) >= 0
-                                    and f.type.value_type == target.field(f.name).type)
-            yield _aligned_keeping_encodings(table, schema_json, target, encoded)
+                encoded = encoded_columns(table.schema, target)
+            yield align_keeping_encodings(table, schema_json, encoded)
 
     groups = _sorted_row_groups(out_tables(), task.sort_columns) if task.sort_columns else _row_groups(out_tables())
     create_marker(storage, ctx.base_path, task.instant, task.partition, name, IOType.CREATE)
