@@ -75,13 +75,23 @@ def get_spark(profile: str | None = None, overrides: Mapping[str, str] | None = 
         # PySpark reads PYSPARK_PYTHON when it starts the context.
         os.environ.setdefault("PYSPARK_PYTHON", conf.get("spark.pyspark.python", sys.executable))
     log_config = resources.files("spark_conf").joinpath("log4j2.properties")
-    conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
+    conf["spark.driver.extraJavaOptions"] = with_java_option(conf.get("spark.driver.extraJavaOptions", ""),
+                                                             f"-Dlog4j2.configurationFile=file:{log_config}")
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def with_java_option(options: str, option: str) -> str:
+    """JVM ``options`` with ``option`` (``-Dname=value``) added unless they already set ``name``:
+    a profile's or ``--conf``'s own choice wins, and other options are kept."""
+    name = option.split("=", 1)[0]
+    if any(o.split("=", 1)[0] == name for o in options.split()):
+        return options
+    return f"{options} {option}".strip()
 
 
 def task_identity() -> tuple[int, int, int]:
