@@ -6,7 +6,8 @@ from here (two modules named ``conftest`` would shadow each other's imports).
 Every case measures tablesvc and its baseline in this process tree, on the same data, one
 after the other, and records both with ``bench.record(...)``.  At the end of the session the
 report is written to ``bench-out/report.md`` and ``bench-out/report.json`` (``TABLESVC_BENCH_OUT``
-to change the folder); profiles saved with ``bench.profile(...)`` go beside it.
+to change the folder), with ``growth.svg`` when scaling or planning cases ran (``growth_plot``);
+profiles saved with ``bench.profile(...)`` go beside it.
 
 Sizes scale with ``TABLESVC_BENCH_SCALE`` (default 1.0: fits a 2-core, 24 GiB machine in under
 15 minutes); ``bench.rows(2_000_000)`` is 2M rows at scale 1, 200k at scale 0.1.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from growth_plot import write_growth_svg   # beside this module (tests/benchmarks is on sys.path)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -243,6 +245,7 @@ class Bench:
         if notes:
             lines += ["", "Notes:", ""] + notes
         (self.out / "report.md").write_text("\n".join(lines) + "\n")
+        write_growth_svg([r.as_dict() for r in self.results], self.out / "growth.svg", f"; {meta['when']}")
 
 
 _BENCH: Bench | None = None
