@@ -853,3 +853,37 @@ def test_a_slice_read_through_dictionaries_equals_the_dense_read_and_hudi_rs(tmp
     dense, _ = read_ours(t.table)
     assert through_dictionaries.equals(dense)
     assert vals(dense)["k01"] == "upd" and vals(dense)["k06"] == "other" and "k02" not in vals(dense)
+
+
+def test_nullable_everywhere_reaches_every_depth_but_map_keys():
+    from tablesvc.merge.schema import nullable_everywhere
+
+    req = lambda name, t: pa.field(name, t, nullable=False)   # noqa: E731
+    point = pa.struct([req("x", pa.float64()), req("tags", pa.list_(req("item", pa.string())))])
+    schema = pa.schema([req("id", pa.string()), req("p", point),
+                        req("m", pa.map_(pa.string(), req("value", pa.int64()))),
+                        req("big", pa.large_list(req("item", point))), req("fixed", pa.list_(req("item", pa.int32()), 2))],
+                       metadata={b"k": b"v"})
+    out = nullable_everywhere(schema)
+
+    def required(t: pa.DataType, path: str) -> list[str]:
+        """Paths of the required fields under ``t`` (map keys listed as such)."""
+        found = []
+        if pa.types.is_struct(t):
+            children = [t.field(i) for i in range(t.num_fields)]
+        elif pa.types.is_map(t):
+            children = [t.item_field]
+            found += [f"{path}.key"] if not t.key_field.nullable else []
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            children = [t.value_field]
+        else:
+            children = []
+        for c in children:
+            found += ([f"{path}.{c.name}"] if not c.nullable else []) + required(c.type, f"{path}.{c.name}")
+        return found
+
+    assert sum((required(f.type, f.name) for f in schema), []) != []
+    assert [f.name for f in out if not f.nullable] == []
+    assert sum((required(f.type, f.name) for f in out), []) == ["m.key"]
+    assert [f.name for f in out] == schema.names and out.metadata == schema.metadata
+    assert out.field("fixed").type.list_size == 2 and pa.types.is_large_list(out.field("big").type)

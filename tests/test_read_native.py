@@ -89,3 +89,37 @@ def test_a_damaged_base_file_read_natively_is_one_line_naming_it(tmp_path, spark
     assert main(["read", table.base_path, "--output", str(tmp_path / "out.parquet")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and damaged.removeprefix("file://") in err[0] and "cannot read the file" in err[0], err
+
+
+def test_a_required_nested_field_an_older_file_lacks_reads_as_null(tmp_path, spark):
+    """The schema a read declares to Spark is nullable at every depth.  A nested field the Avro
+    schema calls required (no null union) is filled with nulls for files written before it
+    existed; declared required, Spark would read those slots as 0 with Arrow's null check off
+    (the Spark profiles), or fail with it on."""
+    import dataclasses
+    import json
+
+    from table_builders import write_without_spark
+    from tablesvc.merge import ReadContext, SliceSpec
+    from tablesvc.spark.read_job import _read_specs, spark_schema, specs_dataframe
+
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", (), table_version=8, num_buckets=1))
+    addr = pa.struct([pa.field("zip", pa.int64(), nullable=False)])
+    batch = pa.table({"uuid": ["a", "b"], "ts": [1, 1], "addr": pa.array([{"zip": 1}, {"zip": 2}], addr)},
+                     schema=pa.schema([("uuid", pa.string()), ("ts", pa.int64()), pa.field("addr", addr, False)]))
+    write_without_spark(table, batch, "insert", stage=1)
+    ctx = ReadContext.for_table(table, table.timeline())
+    # the table schema as a later writer (say Apache Hudi) evolved it: addr gains a required lat
+    schema = json.loads(ctx.table_schema_json)
+    record = next(f for f in schema["fields"] if f["name"] == "addr")["type"][0]
+    assert [f["type"] for f in record["fields"]] == ["long"]          # required, as written above
+    record["fields"].append({"name": "lat", "type": "double"})
+    evolved = dataclasses.replace(ctx, table_schema_json=json.dumps(schema))
+
+    declared = spark_schema(evolved)["addr"].dataType
+    assert [(f.name, f.nullable) for f in declared.fields] == [("zip", True), ("lat", True)]
+    specs = [SliceSpec.from_file_slice(s) for s in table.latest_file_slices()]
+    got = specs_dataframe(spark, specs).mapInArrow(_read_specs(evolved), spark_schema(evolved)).collect()
+    assert sorted((r.uuid, r.addr.zip, r.addr.lat) for r in got) == [("a", 1, None), ("b", 2, None)]
+    # hudi-rs reads the table as written (the schema in its commit): the same rows
+    assert hudi_rows(table.base_path, ("uuid", "addr")) == [("a", {"zip": 1}), ("b", {"zip": 2})]

@@ -47,6 +47,34 @@ def table_schema(ctx: ReadContext) -> pa.Schema:
     return pa.schema(meta + list(_data_fields(ctx.table_schema_json)))
 
 
+def nullable_everywhere(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every field nullable at every depth (struct children, list items, map
+    values; map keys stay required, as Arrow and Spark want them).  What a read declares to
+    Spark: a nested field the Avro schema calls required still reads as null from a file
+    written before it existed (``align_array`` fills it), and Spark checks ``isNullAt`` only
+    for fields declared nullable; on a required one it reads the value slot as it is (0, with
+    Arrow's null check off, as the Spark profiles have it: docs/performance.md)."""
+    return pa.schema([_nullable_field(f) for f in schema], metadata=schema.metadata)
+
+
+def _nullable_field(field: pa.Field) -> pa.Field:
+    return field.with_type(_nullable_type(field.type)).with_nullable(True)
+
+
+def _nullable_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_nullable_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field, _nullable_field(t.item_field), keys_sorted=t.keys_sorted)
+    if pa.types.is_list(t):
+        return pa.list_(_nullable_field(t.value_field))
+    if pa.types.is_large_list(t):
+        return pa.large_list(_nullable_field(t.value_field))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(_nullable_field(t.value_field), t.list_size)
+    return t
+
+
 def output_schema(ctx: ReadContext) -> pa.Schema:
     """The schema of every slice read under ``ctx``."""
     full = table_schema(ctx)
@@ -146,4 +174,5 @@ def decode_dictionaries(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 __all__ = ["COMMIT_SEQNO", "COMMIT_TIME", "FILE_NAME", "META_COLUMNS", "PARTITION_PATH", "RECORD_KEY",
-           "align_array", "align_table", "decode_dictionaries", "output_schema", "table_schema", "work_schema"]
+           "align_array", "align_table", "decode_dictionaries", "nullable_everywhere", "output_schema", "table_schema",
+           "work_schema"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from tablesvc.merge import ReadContext, SliceSpec, iter_file_slice, output_schema
+from tablesvc.merge.schema import nullable_everywhere
 from tablesvc.storage import storage_for
 from timeline.instant import validate_instant_time
 
@@ -54,9 +55,10 @@ def _read_specs(ctx: ReadContext):
 
 
 def spark_schema(ctx: ReadContext):
+    """The read's schema as Spark sees it: nullable at every depth (``nullable_everywhere``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(output_schema(ctx))
+    return from_arrow_schema(nullable_everywhere(output_schema(ctx)))
 
 
 def specs_dataframe(spark, specs: Sequence[Any], weights: Sequence[int | None] | None = None):

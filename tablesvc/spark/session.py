@@ -68,21 +68,29 @@ def get_spark(profile: str | None = None, overrides: Mapping[str, str] | None = 
         return active
     if quiet:
         send_jvm_output_to_log()
-    conf = load_profile(profile)
-    conf.update({k: v for k, v in (overrides or {}).items() if k.startswith("spark.")})
+    conf = session_conf(profile, overrides)
     if conf.get("spark.master", "").startswith("local"):
         # Local Python workers must run the driver's interpreter (the one with pyarrow).
         # PySpark reads PYSPARK_PYTHON when it starts the context.
         os.environ.setdefault("PYSPARK_PYTHON", conf.get("spark.pyspark.python", sys.executable))
-    log_config = resources.files("spark_conf").joinpath("log4j2.properties")
-    conf["spark.driver.extraJavaOptions"] = with_java_option(conf.get("spark.driver.extraJavaOptions", ""),
-                                                             f"-Dlog4j2.configurationFile=file:{log_config}")
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def session_conf(profile: str | None = None, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark configuration a new session gets: the profile, then the ``spark.*`` keys of
+    ``overrides`` (``--conf``: each replaces the profile's value of its key), then tablesvc's
+    log configuration added to the driver's JVM options (kept beside any the user gave)."""
+    conf = load_profile(profile)
+    conf.update({k: v for k, v in (overrides or {}).items() if k.startswith("spark.")})
+    log_config = resources.files("spark_conf").joinpath("log4j2.properties")
+    conf["spark.driver.extraJavaOptions"] = with_java_option(conf.get("spark.driver.extraJavaOptions", ""),
+                                                             f"-Dlog4j2.configurationFile=file:{log_config}")
+    return conf
 
 
 def with_java_option(options: str, option: str) -> str:

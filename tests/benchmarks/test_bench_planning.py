@@ -361,8 +361,8 @@ def _planner_case(bench, tables: Tables, op: str, case: str, profile: str, run_s
     bench.record(case, rows=b.data_files, bytes=b.timeline_bytes, ours=big, baseline=BASELINE, theirs=small,
                  target="<= 1 s", met=(not capped and big.seconds <= 1.0), notes=note, capped=capped,
                  cap_s=CAP_S, summary=summary, mid_delta_commits=tables.mid.delta_commits,
-                 small_files=tables.small.data_files, mid_files=tables.mid.data_files, mid_s=round(mid.seconds, 3),
-                 growth_exponent=k,
+                 small_files=tables.small.data_files, small_s=round(small.seconds, 3),
+                 mid_files=tables.mid.data_files, mid_s=round(mid.seconds, 3), growth_exponent=k,
                  predicted_big_s=predicted, delta_commits=b.delta_commits, timeline_files=b.timeline_files,
                  build_s=b.build_s, storage=tables.where)
 
