@@ -49,7 +49,7 @@ def test_each_series_becomes_a_panel_with_its_measured_points():
     assert notes == []
     assert [p.x_label for p in panels] == ["rows (20 file groups)", "file groups (500k rows)",
                                            "log blocks per slice (500k rows, 20 groups)",
-                                           "data files on the timeline (100 / ~1k / 10k delta commits)"]
+                                           "data files on the timeline (three timelines)"]
     assert [(line.label, line.points) for line in panels[1].lines] == [
         ("snapshot read", ((5, 0.70), (20, 0.58), (80, 0.84))), ("compaction", ((5, 0.63), (20, 0.76), (80, 1.30)))]
     assert [(line.label, line.points) for line in panels[3].lines] == [

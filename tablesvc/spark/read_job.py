@@ -12,8 +12,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from tablesvc.merge import ReadContext, SliceSpec, iter_file_slice, output_schema
-from tablesvc.merge.schema import nullable_everywhere
+from tablesvc.merge import ReadContext, SliceSpec, iter_file_slice, nullable_everywhere, output_schema
 from tablesvc.storage import storage_for
 from timeline.instant import validate_instant_time
 

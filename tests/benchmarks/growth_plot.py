@@ -2,7 +2,7 @@
 
 The scaling cases (``test_bench_scaling.py``) record three points of read and compaction time
 along rows, file groups and log blocks per slice; the planning cases (``test_bench_planning.py``)
-record compaction and clean planning on three timelines (100, ~1k and 10k delta commits).  Each
+record compaction and clean planning on three timelines (100, ~1k and 10k delta commits at scale 1).  Each
 series becomes one panel with logarithmic axes, a decade as long on the y axis as on the x axis:
 a line drawn at slope k is cost ~ x^k, in every panel, so slopes compare across panels.
 
@@ -79,7 +79,7 @@ def panels_of(cases: list[dict]) -> tuple[list[Panel], list[str]]:
         if line:
             lines.append(line)
     if lines:
-        panels.append(Panel("data files on the timeline (100 / ~1k / 10k delta commits)", tuple(lines)))
+        panels.append(Panel("data files on the timeline (three timelines)", tuple(lines)))
     return [p for p in panels if p], notes
 
 
