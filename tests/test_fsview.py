@@ -439,6 +439,63 @@ def test_file_sizes_by_name_with_gone_files(tmp_path):
         assert file_sizes(storage, str(tmp_path / "nowhere"), ["a"]) == [None]
 
 
+def test_sizes_by_folder_on_threads_match_one_stat_per_file(tmp_path, monkeypatch):
+    """Many local files are sized a folder per thread (pyarrow's stat loop, off the GIL): the
+    sizes, the order and the None of a gone file are those of ``os.stat`` name by name; a
+    storage that is not plain LocalStorage is asked in order, one file after the other, on
+    the calling thread."""
+    import threading
+
+    import tablesvc.fsview.sizes as sizes
+
+    expected: dict[str, list[int | None]] = {}
+    for f in range(6):
+        folder = tmp_path / f"part={f}"
+        folder.mkdir()
+        names = [f"file-{k:03d}" for k in range(40)]
+        for k, name in enumerate(names):
+            if k % 13 != 5:           # some names are gone by the time they are sized
+                (folder / name).write_bytes(b"x" * (f * 100 + k))
+        names.reverse()               # asked in an order other than the listing's
+        expected[str(folder)] = [os.stat(folder / n).st_size if (folder / n).exists() else None for n in names]
+    asked = {folder: [f"file-{k:03d}" for k in reversed(range(40))] for folder in expected}
+
+    used_threads: set[str] = set()
+    real = sizes.file_sizes
+
+    def recording(storage, folder, names):
+        used_threads.add(threading.current_thread().name)
+        return real(storage, folder, names)
+
+    monkeypatch.setattr(sizes, "file_sizes", recording)
+    monkeypatch.setattr(sizes, "PARALLEL_MIN_FILES", 1)
+    assert sizes.sizes_by_folder(LocalStorage(), asked) == expected
+    assert used_threads and all(n.startswith("tablesvc-sizes") for n in used_threads)
+
+    used_threads.clear()
+    monkeypatch.setattr(sizes, "PARALLEL_MIN_FILES", 10 ** 9)   # few files: no pool
+    assert sizes.sizes_by_folder(LocalStorage(), asked) == expected
+    assert used_threads == {threading.current_thread().name}
+
+    class InOrder(LocalStorage):
+        """A wrapper (a subclass: not the fast path) that records the files it is asked about."""
+
+        def __init__(self):
+            super().__init__()
+            self.stats: list[str] = []
+
+        def stat(self, path):
+            self.stats.append(path)
+            return super().stat(path)
+
+    used_threads.clear()
+    monkeypatch.setattr(sizes, "PARALLEL_MIN_FILES", 1)
+    storage = InOrder()
+    assert sizes.sizes_by_folder(storage, asked) == expected
+    assert used_threads == {threading.current_thread().name}
+    assert storage.stats == [f"{folder}/{n}" for folder, names in asked.items() for n in names]
+
+
 @requires_fixtures
 def test_a_slice_total_size_is_its_files_bytes_or_unknown_without_sizes():
     """``FileSlice.total_size`` (what task packing weighs a slice by): base + log bytes on disk;

@@ -22,7 +22,7 @@ from typing import Any
 from tablesvc.config.values import config_value
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.fsview.names import LogFileName
-from tablesvc.fsview.sizes import file_sizes
+from tablesvc.fsview.sizes import sizes_by_folder
 from tablesvc.fsview.view import FileSlice, FileSystemView
 from tablesvc.services.compaction.triggers import compaction_due
 from tablesvc.services.plan_execution import schedule_plan
@@ -128,7 +128,7 @@ class _Candidate:
 
 def _with_sizes(storage, chosen: list[tuple[FileSlice, tuple[list[str], list[str], list[str]]]]) -> list[_Candidate]:
     """The candidates with the sizes of their log and base files: one ``stat`` per file, asked per
-    folder by name (``file_sizes``), and no Python step per log file.  A file deleted since the
+    folder by name, folders in parallel (``sizes_by_folder``), and no Python step per log file.  A file deleted since the
     listing is left out as the listing would have left it out: a log from its candidate, a base
     file with its whole candidate (its file group is changing under us; it is planned next time)."""
     batches: dict[str, list[str]] = {}
@@ -148,7 +148,7 @@ def _with_sizes(storage, chosen: list[tuple[FileSlice, tuple[list[str], list[str
             base_at = len(batch)
             batch.append(base_name)
         spans.append((folder, start, start + len(stored), base_at))
-    sizes = {folder: file_sizes(storage, folder, names) for folder, names in batches.items()}
+    sizes = sizes_by_folder(storage, batches)
     out = []
     for (s, (_, _, names)), (folder, start, end, base_at) in zip(chosen, spans):
         found = sizes[folder]
