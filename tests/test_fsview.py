@@ -510,3 +510,33 @@ def test_a_slice_total_size_is_its_files_bytes_or_unknown_without_sizes():
         assert s.total_size == sum(os.path.getsize(f) for f in files)
     names_only = FileSystemView.build(table.storage, table.base_path, table.config, table.timeline(), sizes=False)
     assert all(s.total_size is None for s in names_only.latest_file_slices(table.storage))
+
+
+@requires_fixtures
+def test_a_file_deleted_between_listing_and_sizing_leaves_the_view(tmp_path, monkeypatch):
+    """The view lists every partition by name, then sizes every visible file of every partition
+    at once (folders on threads for local storage); a file deleted in between is left out, as a
+    listing with sizes would have left it out, and every other file keeps its size."""
+    import tablesvc.fsview.sizes as sizes
+    import tablesvc.fsview.view as view_module
+    from tablesvc.fsview import FileSystemView
+
+    table = Table.open(str(copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)))
+    timeline = table.timeline()
+    before = table.latest_file_slices()
+    victim = next(s for s in before if s.log_files)
+    gone = victim.log_files[-1]
+    listing = view_module.discover_partitions(table.storage, table.base_path, table.config.is_partitioned)
+    os.remove(gone.path)       # after the listing, before the sizes
+    monkeypatch.setattr(view_module, "discover_partitions", lambda *a, **k: listing)
+    monkeypatch.setattr(sizes, "PARALLEL_MIN_FILES", 1)           # the threaded path, on few files
+    after = FileSystemView.build(table.storage, table.base_path, table.config, timeline).latest_file_slices(
+        table.storage)
+    by_id = {(s.partition, s.file_id): s for s in after}
+    assert len(after) == len(before)
+    for s in before:
+        got = by_id[(s.partition, s.file_id)]
+        expected_logs = [lf.file_name for lf in s.log_files if lf.path != gone.path]
+        assert [lf.file_name for lf in got.log_files] == expected_logs
+        for f in ([got.base_file] if got.base_file else []) + list(got.log_files):
+            assert f.size == os.path.getsize(f.path)

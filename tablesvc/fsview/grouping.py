@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from tablesvc.errors import FileNameError
 from tablesvc.fsview.names import PARTITION_METAFILE, BaseFileName, LogFileName
-from tablesvc.fsview.sizes import file_sizes
+from tablesvc.fsview.sizes import sizes_by_folder
 from timeline.active import Timeline
 from timeline.storage import Storage
 
@@ -95,9 +95,25 @@ class GroupingRules:
     completion: dict[str, str]
 
 
-def group_partition(storage: Storage, partition: str, folder: str, names: list[str], rules: GroupingRules,
-                    skipped: list[str], sizes: bool) -> list["FileGroup"]:
-    """The file groups of one partition folder listed as ``names``, ordered by file id."""
+@dataclass(frozen=True)
+class VisibleFiles:
+    """One partition folder's visible data files, per file id (``visible_files``), before grouping
+    (``with_sizes`` may still leave out, in the dicts, files gone since the listing)."""
+
+    partition: str
+    folder: str
+    bases: dict[str, list[tuple]]
+    logs: dict[str, LogColumns]
+
+    def stored_names(self) -> list[str]:
+        """Every visible file's stored name (what ``with_sizes`` asks sizes for)."""
+        return [e[0] for same in self.bases.values() for e in same] + \
+            [n for cols in self.logs.values() for n in cols.names]
+
+
+def visible_files(partition: str, folder: str, names: list[str], rules: GroupingRules,
+                  skipped: list[str]) -> VisibleFiles:
+    """The visible data files of one partition folder listed as ``names``."""
     dotted = _dotted(names)
     logs = _hot_logs(names, dotted, rules)
     if logs is None:
@@ -105,9 +121,30 @@ def group_partition(storage: Storage, partition: str, folder: str, names: list[s
     else:   # every log name had the hot shape; the few other names one by one
         others = names[:dotted[0]] + names[dotted[1]:] if dotted else [n for n in names if n[:1] != "."]
         bases, _ = _visible_one_by_one(folder, others, rules, skipped)
-    size_of = _sizes(storage, folder, bases, logs) if sizes else None
-    return [_group(partition, folder, fid, bases.get(fid), logs.get(fid), rules, size_of)
+    return VisibleFiles(partition, folder, bases, logs)
+
+
+def file_groups(visible: VisibleFiles, rules: GroupingRules, size_of: dict | None) -> list["FileGroup"]:
+    """The file groups of one partition, ordered by file id; ``size_of``: stored name -> size of
+    every visible file (``with_sizes``), or None for a view without sizes."""
+    bases, logs = visible.bases, visible.logs
+    return [_group(visible.partition, visible.folder, fid, bases.get(fid), logs.get(fid), rules, size_of)
             for fid in sorted(bases.keys() | logs.keys())]
+
+
+def with_sizes(storage: Storage, partitions: list[VisibleFiles]) -> list[dict]:
+    """Stored name -> size of every visible file, per partition (in order), all folders sized at
+    once (``sizes_by_folder``: on threads for many local files).  A file gone since the listing
+    is dropped from its partition's ``bases`` / ``logs`` (a listing with sizes never showed it)."""
+    names = {v.folder: v.stored_names() for v in partitions}
+    found = sizes_by_folder(storage, names)
+    out = []
+    for v in partitions:
+        size_of = dict(zip(names[v.folder], found[v.folder]))
+        if None in size_of.values():
+            _drop_gone(v, size_of)
+        out.append(size_of)
+    return out
 
 
 def _dotted(names: list[str]) -> tuple[int, int] | None:
@@ -239,24 +276,20 @@ def _visible_one_by_one(folder: str, names: list[str], rules: GroupingRules,
     return bases, {fid: LogColumns.of_entries(entries) for fid, entries in logs.items()}
 
 
-def _sizes(storage: Storage, folder: str, bases: dict[str, list[tuple]], logs: dict[str, LogColumns]) -> dict:
-    """Stored name -> size of every visible file; a file gone since the listing is dropped from
-    ``bases`` / ``logs`` (a listing with sizes never showed it)."""
-    names = [e[0] for same in bases.values() for e in same] + [n for cols in logs.values() for n in cols.names]
-    size_of = dict(zip(names, file_sizes(storage, folder, names)))
-    if None in size_of.values():
-        for fid in list(bases):
-            bases[fid] = [e for e in bases[fid] if size_of[e[0]] is not None]
-            if not bases[fid]:
-                del bases[fid]
-        for fid in list(logs):
-            cols = logs[fid]
-            cols = cols.take([k for k, n in enumerate(cols.names) if size_of[n] is not None])
-            if len(cols):
-                logs[fid] = cols
-            else:
-                del logs[fid]
-    return size_of
+def _drop_gone(visible: VisibleFiles, size_of: dict) -> None:
+    """Leaves out of ``visible`` the files whose size is None (gone since the listing)."""
+    bases, logs = visible.bases, visible.logs
+    for fid in list(bases):
+        bases[fid] = [e for e in bases[fid] if size_of[e[0]] is not None]
+        if not bases[fid]:
+            del bases[fid]
+    for fid in list(logs):
+        cols = logs[fid]
+        cols = cols.take([k for k, n in enumerate(cols.names) if size_of[n] is not None])
+        if len(cols):
+            logs[fid] = cols
+        else:
+            del logs[fid]
 
 
 def _base_name(e: tuple) -> str:

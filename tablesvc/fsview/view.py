@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tablesvc.fsview.grouping import (GroupingRules, group_partition, materialize_base, materialize_logs,
-                                     raw_file_names, raw_log_columns)
+from tablesvc.fsview.grouping import (GroupingRules, file_groups, materialize_base, materialize_logs,
+                                     raw_file_names, raw_log_columns, visible_files, with_sizes)
 from tablesvc.fsview.names import BaseFileName, LogFileName
 from tablesvc.fsview.partitions import discover_partitions
 from timeline.active import Timeline, gc_paused
@@ -171,14 +171,19 @@ class FileSystemView:
                               pending_compactions if config.layout is TimelineLayout.V1 else frozenset(),
                               "." + config.base_file_format.lower(), config.layout is TimelineLayout.V1,
                               timeline.completion_times())
-        groups: list[FileGroup] = []
         skipped: list[str] = []
+        visible = []
         for partition in partitions:
             folder = join(base_path, partition) if partition else base_path
             names = listed.get(partition)
             if names is None:
                 names = storage.list_names(folder)
-            groups += group_partition(storage, partition, folder, names, rules, skipped, sizes)
+            visible.append(visible_files(partition, folder, names, rules, skipped))
+        # every partition's sizes at once: the folders are sized in parallel (fsview/sizes.py)
+        size_maps = with_sizes(storage, visible) if sizes else [None] * len(visible)
+        groups: list[FileGroup] = []
+        for v, size_of in zip(visible, size_maps):
+            groups += file_groups(v, rules, size_of)
         return cls(config, timeline, tuple(partitions), tuple(groups), pending_compactions, tuple(skipped))
 
     # -- queries -----------------------------------------------------------------------------
