@@ -126,11 +126,13 @@ def timed(fn: Callable[[], Any]) -> Measurement:
 
 
 def repeats() -> int:
-    """Timed runs per side in ``paired`` (``TABLESVC_BENCH_REPEATS``, default 3)."""
+    """Timed runs per side in ``paired`` and per point of the scaling series
+    (``TABLESVC_BENCH_REPEATS``, default 5: one run of the same Spark job varies by up to 1.5x
+    on this VM, and the median of 3 still moved ratios by 0.3 between suite runs)."""
     try:
-        return max(1, int(os.environ.get("TABLESVC_BENCH_REPEATS", "3")))
+        return max(1, int(os.environ.get("TABLESVC_BENCH_REPEATS", "5")))
     except ValueError:
-        return 3
+        return 5
 
 
 def paired(ours: Callable[[], Any], theirs: Callable[[], Any], *, runs: int | None = None,
