@@ -540,3 +540,20 @@ def test_a_file_deleted_between_listing_and_sizing_leaves_the_view(tmp_path, mon
         assert [lf.file_name for lf in got.log_files] == expected_logs
         for f in ([got.base_file] if got.base_file else []) + list(got.log_files):
             assert f.size == os.path.getsize(f.path)
+
+
+def test_sizes_of_two_partitions_in_one_folder_are_each_their_own(tmp_path):
+    """``with_sizes`` sizes every partition's visible files at once, by folder; two partitions a
+    caller names with one folder (``p`` and ``p/``) still get the sizes of their own files, and
+    a file gone from one of them leaves that one only."""
+    from tablesvc.fsview.grouping import VisibleFiles, with_sizes
+
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "a.parquet").write_bytes(b"x" * 3)
+    (folder / "b.parquet").write_bytes(b"x" * 5)
+    first = VisibleFiles("p", str(folder), {"f1": [("a.parquet", "f1", "0-0-0", "1")]}, {})
+    second = VisibleFiles("p/", str(folder), {"f2": [("b.parquet", "f2", "0-0-0", "1")],
+                                              "f3": [("gone.parquet", "f3", "0-0-0", "1")]}, {})
+    assert with_sizes(LocalStorage(), [first, second]) == [{"a.parquet": 3}, {"b.parquet": 5, "gone.parquet": None}]
+    assert list(first.bases) == ["f1"] and list(second.bases) == ["f2"]

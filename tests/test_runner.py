@@ -190,6 +190,24 @@ def test_run_refuses_a_table_with_a_metadata_table(tmp_path, fixture_root, capsy
     assert not (path / ".hoodie/.aux/tablesvc").exists()
 
 
+def write_late_output(table, instant: str, partition: str, *, marked, unmarked=(), half: str) -> str:
+    """What a stale attempt's tasks leave of ``instant`` in ``partition``: finished files with a
+    marker (``marked``) or without one (``unmarked``: the marker went first), and a marked file
+    still being copied (``half``); returns the path of that half-written temporary copy."""
+    from tablesvc.write.markers import IOType, create_marker
+
+    folder = os.path.join(table.base_path, partition)
+    for name in (*marked, half):
+        create_marker(table.storage, table.base_path, instant, partition, name, IOType.CREATE)
+    for name in (*marked, *unmarked):
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(b"PAR1 stale attempt")
+    temp = os.path.join(folder, f".{half}.{'0' * 32}.tmp")
+    with open(temp, "wb") as f:
+        f.write(b"PAR1 half")
+    return temp
+
+
 def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_completed(tmp_path, spark):
     """What a lost worker's still-running task makes after the new holder completed the
     instant (a marker, a finished file, a half-written temporary copy) goes; the committed
@@ -197,7 +215,7 @@ def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_completed(tm
     from tablesvc.fsview.names import BaseFileName
     from tablesvc.services.compaction import run_compaction, schedule_compaction
     from tablesvc.services.plan_execution import discard_stale_output
-    from tablesvc.write.markers import IOType, create_marker, marker_dir
+    from tablesvc.write.markers import marker_dir
 
     table, _instants, _deleted = busy_table(tmp_path, 8)
     before = hudi_rows(table.base_path)
@@ -209,19 +227,57 @@ def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_completed(tm
     partition = slice_.partition
     folder = os.path.join(table.base_path, partition)
     finished = BaseFileName(slice_.file_id, "9-9-9", compaction).name
-    half = BaseFileName(slice_.file_id, "9-9-10", compaction).name
-    for name in (finished, half):
-        create_marker(table.storage, table.base_path, compaction, partition, name, IOType.CREATE)
-    with open(os.path.join(folder, finished), "wb") as f:
-        f.write(b"PAR1 stale")
-    temp = os.path.join(folder, f".{half}.{'0' * 32}.tmp")
-    with open(temp, "wb") as f:
-        f.write(b"PAR1 half")
+    temp = write_late_output(table, compaction, partition, marked=[finished],
+                             half=BaseFileName(slice_.file_id, "9-9-10", compaction).name)
     assert discard_stale_output(Table.open(table.base_path), compaction) == 2
     assert not os.path.exists(os.path.join(folder, finished)) and not os.path.exists(temp)
     assert not os.path.exists(marker_dir(table.base_path, compaction))
     assert all(p.exists() for p in committed) and committed
     assert hudi_rows(table.base_path) == before
+
+
+def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_rolled_it_back(tmp_path):
+    """A worker stopped past its lease resumes after the new holder rolled its instant back and
+    a task of it writes on before the Spark job is cancelled (seen in the soak, seed 11): its
+    files named with the rolled-back instant go, whether their marker is there (made after the
+    rollback) or not (removed by the rollback before the file was finished), and so do its
+    half-written copies and its markers; every other file and every row stay."""
+    from helpers import data_files
+    from tablesvc.fsview.names import BaseFileName, LogFileName
+    from tablesvc.services.log_compaction import schedule_log_compaction
+    from tablesvc.services.plan_execution import discard_stale_output
+    from tablesvc.services.result import Status
+    from tablesvc.services.rollback import rollback
+    from tablesvc.write.markers import marker_dir
+
+    table, _instants, _deleted = busy_table(tmp_path, 8)
+    before_rows = hudi_rows(table.base_path)
+    scheduled = schedule_log_compaction(table, build_config())
+    assert scheduled.status is Status.SCHEDULED
+    compaction = scheduled.instant                    # the stale worker's attempt, started ...
+    table.timeline_writer.start(table.timeline().require(compaction))
+    # ... and recovered by the new holder as the log compaction executor does: rolled back, its
+    # plan (requested again) dropped
+    assert rollback(table, compaction).status is Status.DONE
+    with table.timeline_writer.lock():
+        table.timeline_writer.remove_pending(table.timeline().require(compaction))
+    table = Table.open(table.base_path)
+    assert table.timeline().get(compaction) is None
+    before_files = set(data_files(Path(table.base_path)))
+
+    slice_ = next(s for s in table.latest_file_slices() if s.base_file)
+    temp = write_late_output(
+        table, compaction, slice_.partition,
+        marked=[BaseFileName(slice_.file_id, "0-9-1", compaction).name,
+                LogFileName(slice_.file_id, compaction, 1, "2-9-1").name],
+        unmarked=[BaseFileName(slice_.file_id, "1-9-1", compaction).name],
+        half=BaseFileName(slice_.file_id, "3-9-1", compaction).name)
+
+    assert discard_stale_output(Table.open(table.base_path), compaction) == 4
+    assert set(data_files(Path(table.base_path))) == before_files
+    assert not os.path.exists(temp) and not os.path.exists(marker_dir(table.base_path, compaction))
+    assert hudi_rows(table.base_path) == before_rows
+    assert discard_stale_output(Table.open(table.base_path), compaction) == 0   # nothing left the second time
 
 
 def test_spark_time_settings_parse_as_seconds():

@@ -136,11 +136,19 @@ def with_sizes(storage: Storage, partitions: list[VisibleFiles]) -> list[dict]:
     """Stored name -> size of every visible file, per partition (in order), all folders sized at
     once (``sizes_by_folder``: on threads for many local files).  A file gone since the listing
     is dropped from its partition's ``bases`` / ``logs`` (a listing with sizes never showed it)."""
-    names = {v.folder: v.stored_names() for v in partitions}
+    names: dict[str, list[str]] = {}
+    for v in partitions:
+        names.setdefault(v.folder, []).extend(v.stored_names())
     found = sizes_by_folder(storage, names)
+    one_each = len(names) == len(partitions)   # the usual case; a caller may name one folder twice
+    by_folder = None if one_each else {f: dict(zip(ns, found[f])) for f, ns in names.items()}
     out = []
     for v in partitions:
-        size_of = dict(zip(names[v.folder], found[v.folder]))
+        if one_each:
+            size_of = dict(zip(names[v.folder], found[v.folder]))
+        else:
+            known = by_folder[v.folder]   # type: ignore[index]
+            size_of = {n: known[n] for n in v.stored_names()}
         if None in size_of.values():
             _drop_gone(v, size_of)
         out.append(size_of)

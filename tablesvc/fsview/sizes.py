@@ -1,4 +1,4 @@
-"""Sizes of data files, asked for by name, one folder at a time.
+"""Sizes of data files, asked for by name, folder by folder.
 
 The view lists folders by name only; sizes are read afterwards for just the files a caller
 needs (the compaction planner: the log and base files of its candidate slices).  A size is
@@ -28,6 +28,8 @@ from timeline.storage import Storage, join
 
 # Below this many files in all, one thread: a pool costs about a millisecond to start.
 PARALLEL_MIN_FILES = 4096
+# The calls wait on the file system, not the CPU, so a few more threads than cores still help
+# on a remote or slow disk; beyond 8 the GIL handovers for building paths and results dominate.
 MAX_SIZE_THREADS = 8
 
 
@@ -36,8 +38,9 @@ def file_sizes(storage: Storage, folder: str, names: Iterable[str]) -> list[int 
     (deleted since it was listed: the listing with sizes left such files out too)."""
     if type(storage) is LocalStorage:
         # Fast path for plain local storage (not subclasses or wrappers, which may count or fail
-        # calls on purpose): the stat calls in one pyarrow call, without the ``FileInfo`` and the
-        # second ``isdir`` stat that ``Storage.stat`` makes per file.
+        # calls on purpose): the stat calls in one pyarrow call, without the
+        # ``timeline.storage.FileInfo`` and the second ``isdir`` stat that ``Storage.stat`` makes
+        # per file.
         return _local_sizes(folder[len("file://"):] if folder.startswith("file://") else folder, names)
     out: list[int | None] = []
     for name in names:
@@ -50,15 +53,23 @@ def file_sizes(storage: Storage, folder: str, names: Iterable[str]) -> list[int 
 
 def sizes_by_folder(storage: Storage, names_by_folder: Mapping[str, list[str]]) -> dict[str, list[int | None]]:
     """``file_sizes`` of each folder's names.  Many files on plain local storage are sized on a
-    few threads, a folder per call (see the module docstring); other storages one call at a time,
-    in order (a wrapper may count or fail calls on purpose)."""
+    few threads, a folder per call (see the module docstring), when there is more than one
+    folder; other storages one call at a time, in order (a wrapper may count or fail calls on
+    purpose)."""
     total = sum(map(len, names_by_folder.values()))
     if type(storage) is LocalStorage and len(names_by_folder) > 1 and total >= PARALLEL_MIN_FILES:
-        workers = min(len(names_by_folder), MAX_SIZE_THREADS, max(2, os.cpu_count() or 1))
+        workers = min(len(names_by_folder), MAX_SIZE_THREADS, max(2, _usable_cpus()))
         with ThreadPoolExecutor(workers, thread_name_prefix="tablesvc-sizes") as pool:
             found = pool.map(partial(file_sizes, storage), names_by_folder.keys(), names_by_folder.values())
             return dict(zip(names_by_folder.keys(), found))
     return {folder: file_sizes(storage, folder, names) for folder, names in names_by_folder.items()}
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))   # the CPUs this process may run on (containers, taskset)
+    except AttributeError:                     # not on every platform
+        return os.cpu_count() or 1
 
 
 _LOCAL = pafs.LocalFileSystem()

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from tablesvc.errors import ConflictError, TablesvcError, UnknownInstantError
+from tablesvc.errors import ConflictError, FileNameError, TablesvcError, UnknownInstantError
 from tablesvc.config.values import config_value
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.storage import discard_partial_copies
@@ -262,11 +262,16 @@ def remove_orphans(table, instant: str, stats: StatsByPartition, fence: Fence | 
 def discard_stale_output(table, instant: str) -> int:
     """After losing a job: once another worker completed ``instant``, files that carry a marker
     of it but are not in its commit metadata are the stale attempt's (written after the new
-    holder removed its orphans); delete them and the markers.  While ``instant`` is still
-    pending nothing is touched: those files may be the new holder's.  Returns files deleted."""
+    holder removed its orphans); delete them and the markers.  Once another worker rolled
+    ``instant`` back (it is gone from the timeline), whatever of it is on storage is the stale
+    attempt's (``_discard_rolled_back``).  While ``instant`` is still pending nothing is
+    touched: those files may be the new holder's.  Returns files deleted."""
     timeline = table.timeline()
     done = timeline.get(instant)
-    if done is None or not done.is_completed:
+    if done is None:
+        # Gone: rolled back (this worker had requested it), unless archived once completed.
+        return 0 if timeline.is_committed_or_archived(instant) else _discard_rolled_back(table, instant)
+    if not done.is_completed:
         return 0
     metadata = timeline.commit_metadata(table.storage, done)
     committed = {s.path for s in (metadata.write_stats() if metadata is not None else ())}
@@ -281,6 +286,47 @@ def discard_stale_output(table, instant: str) -> int:
             deleted += 1
     deleted += len(discard_partial_copies(table.storage, stale))   # stale tasks killed before the link
     delete_markers(table.storage, table.base_path, instant)
+    return deleted
+
+
+def _discard_rolled_back(table, instant: str) -> int:
+    """What a stale attempt wrote after the new holder rolled ``instant`` back: the files its
+    markers list (a marker comes before its file, and the rollback had already removed the
+    markers it found) and, v8/v9, every data file named with ``instant`` (a file whose marker
+    the rollback removed before the stale task finished writing it); then the markers.  Each
+    file goes only if rolling ``instant`` back would delete it (``rollback.file_decision``: a v6
+    log holding blocks of another instant stays).  Nothing can commit ``instant`` any more, so
+    none of this is anybody's."""
+    from tablesvc.fsview.names import BaseFileName, LogFileName, looks_like_log_file
+    from tablesvc.fsview.partitions import list_partitions
+    from tablesvc.services.rollback.planner import file_decision
+    from timeline.instant import TimelineLayout
+
+    storage, base = table.storage, table.base_path
+    v6 = table.config.layout is TimelineLayout.V1
+    found = {(partition, name) for partition, name, _io in list_markers(storage, base, instant)}
+    for partition in list_partitions(storage, base, table.config.is_partitioned):
+        for name in storage.list_names(join(base, partition) if partition else base):
+            if instant not in name:
+                continue
+            try:
+                if looks_like_log_file(name):
+                    named = not v6 and LogFileName.parse(name).instant == instant   # v6: named after the slice
+                else:
+                    named = not name.startswith(".") and BaseFileName.parse(name).instant == instant
+            except FileNameError:
+                continue
+            if named:
+                found.add((partition, name))
+    deleted = 0
+    stale: list[str] = []
+    for partition, name in sorted(found):
+        path = join(base, rel_path(partition, name))
+        stale.append(path)
+        if file_decision(storage, path, name, instant, v6, from_marker=True) == "delete" and storage.delete(path):
+            deleted += 1
+    deleted += len(discard_partial_copies(storage, stale))   # stale tasks killed before the link
+    delete_markers(storage, base, instant)
     return deleted
 
 

@@ -128,9 +128,10 @@ class _Candidate:
 
 def _with_sizes(storage, chosen: list[tuple[FileSlice, tuple[list[str], list[str], list[str]]]]) -> list[_Candidate]:
     """The candidates with the sizes of their log and base files: one ``stat`` per file, asked per
-    folder by name, folders in parallel (``sizes_by_folder``), and no Python step per log file.  A file deleted since the
-    listing is left out as the listing would have left it out: a log from its candidate, a base
-    file with its whole candidate (its file group is changing under us; it is planned next time)."""
+    folder by name, folders in parallel (``sizes_by_folder``), and no Python step per log file.
+    A file deleted since the listing is left out as the listing would have left it out: a log
+    from its candidate, a base file with its whole candidate (its file group is changing under
+    us; it is planned next time)."""
     batches: dict[str, list[str]] = {}
     spans = []   # per candidate: (folder, first log, end of logs, base file at end or -1)
     for s, (folders, stored, _) in chosen:

@@ -130,7 +130,7 @@ def build_plan(table, timeline: Timeline, instant: Instant) -> RollbackPlan:
     commands: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
     for (partition, name), from_marker in sorted(candidates.items()):
         path = join(base, partition, name)
-        decision = _decide(storage, path, name, t, v6, from_marker)
+        decision = file_decision(storage, path, name, t, v6, from_marker)
         if decision == "delete":
             deletes[partition].append(path)
         elif decision == "command":
@@ -144,8 +144,9 @@ def build_plan(table, timeline: Timeline, instant: Instant) -> RollbackPlan:
     return RollbackPlan(InstantInfo(t, target_action_name(timeline, instant)), tuple(requests), 1)
 
 
-def _decide(storage, path: str, name: str, t: str, v6: bool, from_marker: bool) -> str | None:
-    """``"delete"``, ``"command"`` or ``None`` (leave the file alone)."""
+def file_decision(storage, path: str, name: str, t: str, v6: bool, from_marker: bool) -> str | None:
+    """What rolling back ``t`` does to one file: ``"delete"``, ``"command"`` (v6: append a
+    rollback command block) or ``None`` (leave the file alone)."""
     if looks_like_log_file(name):
         try:
             ln = LogFileName.parse(name)
@@ -223,4 +224,4 @@ def has_markers(table, timestamp: str) -> bool:
 
 
 __all__ = ["PLAN_KEEPING_ACTIONS", "PlanSummary", "ROLLBACKABLE", "build_plan", "check_rollbackable",
-           "has_markers", "plan_rollback", "target_action_name", "target_instant"]
+           "file_decision", "has_markers", "plan_rollback", "target_action_name", "target_instant"]
