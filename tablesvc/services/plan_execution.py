@@ -264,13 +264,13 @@ def discard_stale_output(table, instant: str) -> int:
     of it but are not in its commit metadata are the stale attempt's (written after the new
     holder removed its orphans); delete them and the markers.  Once another worker rolled
     ``instant`` back (it is gone from the timeline), whatever of it is on storage is the stale
-    attempt's (``_discard_rolled_back``).  While ``instant`` is still pending nothing is
+    attempt's (``sweep_rolled_back``).  While ``instant`` is still pending nothing is
     touched: those files may be the new holder's.  Returns files deleted."""
     timeline = table.timeline()
     done = timeline.get(instant)
     if done is None:
         # Gone: rolled back (this worker had requested it), unless archived once completed.
-        return 0 if timeline.is_committed_or_archived(instant) else _discard_rolled_back(table, instant)
+        return 0 if timeline.is_committed_or_archived(instant) else len(sweep_rolled_back(table, instant))
     if not done.is_completed:
         return 0
     metadata = timeline.commit_metadata(table.storage, done)
@@ -289,14 +289,15 @@ def discard_stale_output(table, instant: str) -> int:
     return deleted
 
 
-def _discard_rolled_back(table, instant: str) -> int:
-    """What a stale attempt wrote after the new holder rolled ``instant`` back: the files its
-    markers list (a marker comes before its file, and the rollback had already removed the
-    markers it found) and, v8/v9, every data file named with ``instant`` (a file whose marker
-    the rollback removed before the stale task finished writing it); then the markers.  Each
-    file goes only if rolling ``instant`` back would delete it (``rollback.file_decision``: a v6
-    log holding blocks of another instant stays).  Nothing can commit ``instant`` any more, so
-    none of this is anybody's."""
+def sweep_rolled_back(table, instant: str) -> list[str]:
+    """What a late task wrote of ``instant`` after it was rolled back and left the timeline (a
+    worker that lost its lease, a killed writer's surviving task): the files its markers list (a
+    marker comes before its file, and the rollback had already removed the markers it found)
+    and, v8/v9, every data file named with ``instant`` (a file whose marker the rollback removed
+    before the late task finished writing it); then the markers.  Each file goes only if rolling
+    ``instant`` back would delete it (``rollback.file_decision``: a v6 log holding blocks of
+    another instant stays).  Nothing can commit ``instant`` any more, so none of this is
+    anybody's.  Returns the paths deleted."""
     from tablesvc.fsview.names import BaseFileName, LogFileName, looks_like_log_file
     from tablesvc.fsview.partitions import list_partitions
     from tablesvc.services.rollback.planner import file_decision
@@ -318,14 +319,14 @@ def _discard_rolled_back(table, instant: str) -> int:
                 continue
             if named:
                 found.add((partition, name))
-    deleted = 0
+    deleted: list[str] = []
     stale: list[str] = []
     for partition, name in sorted(found):
         path = join(base, rel_path(partition, name))
         stale.append(path)
         if file_decision(storage, path, name, instant, v6, from_marker=True) == "delete" and storage.delete(path):
-            deleted += 1
-    deleted += len(discard_partial_copies(storage, stale))   # stale tasks killed before the link
+            deleted.append(path)
+    deleted += discard_partial_copies(storage, stale)   # late tasks killed before the link
     delete_markers(storage, base, instant)
     return deleted
 
@@ -344,7 +345,7 @@ def plural(n: int, word: str) -> str:
 
 
 __all__ = ["Fence", "FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
-           "discard_stale_output",
+           "discard_stale_output", "sweep_rolled_back",
            "finish_plan", "heartbeat_settings", "plural", "refuse_if_alive", "rel_path", "remove_orphans",
            "pending_plan", "plans_on_timeline", "run_file_group_tasks", "run_plans", "schedule_plan", "spark_session",
            "start_plan", "task_weight", "total"]

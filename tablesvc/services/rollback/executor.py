@@ -509,7 +509,9 @@ def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[
     first beat and its requested file.  They are listed *before* the timeline is read:
     markers are only made once their instant is on the timeline, so a marker folder whose
     instant is not pending in the later snapshot has finished (or was rolled back, or
-    archived) and nobody uses it any more.  A heartbeat comes *before* its instant (a writer
+    archived) and nobody uses it any more; when it was rolled back, the files its markers list
+    and (v8/v9) the data files named with it are a late task's and go too
+    (``plan_execution.sweep_rolled_back``).  A heartbeat comes *before* its instant (a writer
     beats, then requests), so one whose instant is not on the timeline yet may belong to a
     write being requested right now: it goes only once it has expired (``interval_ms`` ×
     ``misses``), which a live writer's never does.  Pending instants keep theirs, alive or not
@@ -520,12 +522,21 @@ def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[
     beats = [i.name for i in storage.list_dir(join(base, HEARTBEAT_DIR)) if not i.is_dir and i.name.isdigit()]
     if not markers and not beats:
         return []
-    pending = {i.timestamp for i in table.timeline().pending()}
+    timeline = table.timeline()
+    pending = {i.timestamp for i in timeline.pending()}
     removed = []
     for ts in markers:
-        if ts not in pending:
+        if ts in pending:
+            continue
+        if timeline.get(ts) is None and not timeline.is_committed_or_archived(ts):
+            # Rolled back, yet marked again: a task that outlived its process wrote on after the
+            # rollback; its files are nobody's (plan_execution.sweep_rolled_back), then the markers.
+            from tablesvc.services.plan_execution import sweep_rolled_back
+
+            removed += sweep_rolled_back(table, ts)
+        else:
             delete_markers(storage, base, ts)
-            removed.append(marker_dir(base, ts))
+        removed.append(marker_dir(base, ts))
     for ts in beats:
         if ts not in pending and is_expired(storage, base, ts, table.clock, interval_ms, misses):
             storage.delete(heartbeat_path(base, ts))
