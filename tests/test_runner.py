@@ -280,40 +280,48 @@ def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_rolled_it_ba
     assert discard_stale_output(Table.open(table.base_path), compaction) == 0   # nothing left the second time
 
 
-def test_the_leftover_sweep_removes_what_a_late_task_wrote_after_its_write_was_rolled_back(tmp_path):
+@pytest.mark.parametrize("version", [6, 8])
+def test_the_leftover_sweep_removes_what_a_late_task_wrote_after_its_write_was_rolled_back(tmp_path, version):
     """A killed writer's task that outlived it writes on after the write was rolled back: the
     next sweep of leftovers (run by every clean, inline after a write too, and by rollbacks)
-    deletes those files, marked or not, then the markers; a completed instant's leftover
-    markers go without touching its files."""
+    deletes those files although the rollback had removed their markers (v6 logs are named after
+    their slice: the listing finds them by their blocks' instant), then the markers; a completed instant's
+    leftover markers go without touching its files; hudi-rs reads the rows of before."""
+    import shutil
+
     from helpers import data_files
-    from tablesvc.fsview.names import BaseFileName, LogFileName
     from tablesvc.services.result import Status
     from tablesvc.services.rollback import remove_leftovers, rollback
     from tablesvc.write.markers import IOType, create_marker, marker_dir
+    from test_log_compaction import update
 
-    table, instants, _deleted = busy_table(tmp_path, 8)
+    table, instants, _deleted = busy_table(tmp_path, version)
     before_rows = hudi_rows(table.base_path)
-    writer = table.timeline_writer
-    dead = writer.start(writer.request(Action.DELTA_COMMIT)).timestamp     # a writer killed mid-write
-    assert rollback(table, dead).status is Status.DONE
-    table = Table.open(table.base_path)
-    assert table.timeline().get(dead) is None
     before_files = set(data_files(Path(table.base_path)))
+    dead = update(table, 10, 9.5)            # the write whose task will outlive it
+    late = sorted(set(data_files(Path(table.base_path))) - before_files)
+    assert late
+    kept = tmp_path / "late"
+    for rel in late:                          # what the late task will write again
+        (kept / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(table.base_path) / rel, kept / rel)
+    assert rollback(table, dead, allow_completed=True).status is Status.DONE
+    table = Table.open(table.base_path)
+    assert table.timeline().get(dead) is None and set(data_files(Path(table.base_path))) == before_files
+    for rel in late:    # written again after the rollback, whose markers it had removed
+        shutil.copy(kept / rel, Path(table.base_path) / rel)
     slice_ = next(s for s in table.latest_file_slices() if s.log_files)
-    late = [LogFileName(slice_.file_id, dead, 1, "0-1-0").name, LogFileName(slice_.file_id, dead, 1, "1-1-0").name]
-    temp = write_late_output(table, dead, slice_.partition, marked=late[:1], unmarked=late[1:],
-                             half=BaseFileName(slice_.file_id, "2-1-0", dead).name)
+    # the late task's marker of a file it never got to write
+    create_marker(table.storage, table.base_path, dead, slice_.partition, "never-written.parquet", IOType.CREATE)
     # and a completed write whose process died before deleting its markers
     done = instants[-1]
-    kept = os.path.join(slice_.partition, slice_.log_files[-1].file_name)
     create_marker(table.storage, table.base_path, done, slice_.partition, slice_.log_files[-1].file_name,
                   IOType.APPEND)
 
     removed = remove_leftovers(table)
-    assert set(data_files(Path(table.base_path))) == before_files and kept in before_files
-    assert not os.path.exists(temp)
+    assert set(data_files(Path(table.base_path))) == before_files
+    assert {os.path.relpath(p, table.base_path) for p in removed} >= set(late)
     assert not os.path.exists(marker_dir(table.base_path, dead)) and not os.path.exists(marker_dir(table.base_path, done))
-    assert {os.path.basename(p) for p in removed} >= set(late)
     assert hudi_rows(table.base_path) == before_rows
 
 

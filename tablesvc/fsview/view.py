@@ -154,8 +154,9 @@ class FileSystemView:
         ``sizes=False`` leaves every ``size`` None: for callers that need names and slices only
         (the clean planner) or sizes of a few slices (the compaction planner: ``fsview.sizes``);
         a ``stat`` is the dominant per-file cost on large tables.  Every partition is listed
-        before any file is sized, so a storage wrapper sees all listings, then all ``stat`` calls.  ``only``: of the partitions
-        found, group just these (an incremental clean); the view's ``partitions`` are those."""
+        before any file is sized, so a storage wrapper sees all listings, then all ``stat``
+        calls.  ``only``: of the partitions found, group just these (an incremental clean); the
+        view's ``partitions`` are those."""
         with gc_paused():   # many long-lived objects, no cycles (see gc_paused)
             return cls._build(storage, base_path, config, timeline, partitions, sizes, only)
 

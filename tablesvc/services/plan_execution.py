@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from tablesvc.errors import ConflictError, FileNameError, TablesvcError, UnknownInstantError
+from tablesvc.errors import ConflictError, TablesvcError, UnknownInstantError
 from tablesvc.config.values import config_value
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.storage import discard_partial_copies
@@ -264,13 +264,17 @@ def discard_stale_output(table, instant: str) -> int:
     of it but are not in its commit metadata are the stale attempt's (written after the new
     holder removed its orphans); delete them and the markers.  Once another worker rolled
     ``instant`` back (it is gone from the timeline), whatever of it is on storage is the stale
-    attempt's (``sweep_rolled_back``).  While ``instant`` is still pending nothing is
+    attempt's (``rollback.sweep_rolled_back``).  While ``instant`` is still pending nothing is
     touched: those files may be the new holder's.  Returns files deleted."""
     timeline = table.timeline()
     done = timeline.get(instant)
     if done is None:
         # Gone: rolled back (this worker had requested it), unless archived once completed.
-        return 0 if timeline.is_committed_or_archived(instant) else len(sweep_rolled_back(table, instant))
+        if timeline.is_committed_or_archived(instant):
+            return 0
+        from tablesvc.services.rollback.executor import sweep_rolled_back
+
+        return len(sweep_rolled_back(table, instant))
     if not done.is_completed:
         return 0
     metadata = timeline.commit_metadata(table.storage, done)
@@ -289,48 +293,6 @@ def discard_stale_output(table, instant: str) -> int:
     return deleted
 
 
-def sweep_rolled_back(table, instant: str) -> list[str]:
-    """What a late task wrote of ``instant`` after it was rolled back and left the timeline (a
-    worker that lost its lease, a killed writer's surviving task): the files its markers list (a
-    marker comes before its file, and the rollback had already removed the markers it found)
-    and, v8/v9, every data file named with ``instant`` (a file whose marker the rollback removed
-    before the late task finished writing it); then the markers.  Each file goes only if rolling
-    ``instant`` back would delete it (``rollback.file_decision``: a v6 log holding blocks of
-    another instant stays).  Nothing can commit ``instant`` any more, so none of this is
-    anybody's.  Returns the paths deleted."""
-    from tablesvc.fsview.names import BaseFileName, LogFileName, looks_like_log_file
-    from tablesvc.fsview.partitions import list_partitions
-    from tablesvc.services.rollback.planner import file_decision
-    from timeline.instant import TimelineLayout
-
-    storage, base = table.storage, table.base_path
-    v6 = table.config.layout is TimelineLayout.V1
-    found = {(partition, name) for partition, name, _io in list_markers(storage, base, instant)}
-    for partition in list_partitions(storage, base, table.config.is_partitioned):
-        for name in storage.list_names(join(base, partition) if partition else base):
-            if instant not in name:
-                continue
-            try:
-                if looks_like_log_file(name):
-                    named = not v6 and LogFileName.parse(name).instant == instant   # v6: named after the slice
-                else:
-                    named = not name.startswith(".") and BaseFileName.parse(name).instant == instant
-            except FileNameError:
-                continue
-            if named:
-                found.add((partition, name))
-    deleted: list[str] = []
-    stale: list[str] = []
-    for partition, name in sorted(found):
-        path = join(base, rel_path(partition, name))
-        stale.append(path)
-        if file_decision(storage, path, name, instant, v6, from_marker=True) == "delete" and storage.delete(path):
-            deleted.append(path)
-    deleted += discard_partial_copies(storage, stale)   # late tasks killed before the link
-    delete_markers(storage, base, instant)
-    return deleted
-
-
 def all_stats(stats: StatsByPartition) -> list[WriteStat]:
     return [s for v in stats.values() for s in v]
 
@@ -345,7 +307,7 @@ def plural(n: int, word: str) -> str:
 
 
 __all__ = ["Fence", "FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
-           "discard_stale_output", "sweep_rolled_back",
+           "discard_stale_output",
            "finish_plan", "heartbeat_settings", "plural", "refuse_if_alive", "rel_path", "remove_orphans",
            "pending_plan", "plans_on_timeline", "run_file_group_tasks", "run_plans", "schedule_plan", "spark_session",
            "start_plan", "task_weight", "total"]

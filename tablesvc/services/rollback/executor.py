@@ -37,11 +37,11 @@ from tablesvc.fsview.names import PARTITION_METAFILE, UNKNOWN_WRITE_TOKEN, LogFi
 from tablesvc.logformat import read_log_file, rollback_block, write_log_file
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.services.rollback.planner import (
-    PLAN_KEEPING_ACTIONS, PlanSummary, build_plan, check_rollbackable, has_markers, target_action_name,
-    target_instant,
+    PLAN_KEEPING_ACTIONS, PlanSummary, build_plan, check_rollbackable, file_decision, has_markers, listed_files,
+    target_action_name, target_instant,
 )
 from tablesvc.storage import discard_partial_copies
-from tablesvc.write.markers import MARKER_ROOT, delete_markers, marker_dir
+from tablesvc.write.markers import MARKER_ROOT, delete_markers, list_markers, marker_dir
 from timeline.active import Timeline
 from timeline.errors import IllegalTransitionError, InstantExistsError
 from timeline.heartbeat import HEARTBEAT_DIR, Heartbeat, heartbeat_path, is_expired, last_beat_ms
@@ -510,8 +510,7 @@ def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[
     markers are only made once their instant is on the timeline, so a marker folder whose
     instant is not pending in the later snapshot has finished (or was rolled back, or
     archived) and nobody uses it any more; when it was rolled back, the files its markers list
-    and (v8/v9) the data files named with it are a late task's and go too
-    (``plan_execution.sweep_rolled_back``).  A heartbeat comes *before* its instant (a writer
+    and those a listing attributes to it are a late task's and go too (``sweep_rolled_back``).  A heartbeat comes *before* its instant (a writer
     beats, then requests), so one whose instant is not on the timeline yet may belong to a
     write being requested right now: it goes only once it has expired (``interval_ms`` ×
     ``misses``), which a live writer's never does.  Pending instants keep theirs, alive or not
@@ -530,9 +529,7 @@ def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[
             continue
         if timeline.get(ts) is None and not timeline.is_committed_or_archived(ts):
             # Rolled back, yet marked again: a task that outlived its process wrote on after the
-            # rollback; its files are nobody's (plan_execution.sweep_rolled_back), then the markers.
-            from tablesvc.services.plan_execution import sweep_rolled_back
-
+            # rollback; its files are nobody's (sweep_rolled_back), then the markers.
             removed += sweep_rolled_back(table, ts)
         else:
             delete_markers(storage, base, ts)
@@ -544,4 +541,29 @@ def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[
     return removed
 
 
-__all__ = ["eager_rollback", "remove_leftovers", "rollback", "rollback_failed"]
+def sweep_rolled_back(table, instant: str) -> list[str]:
+    """What a late task wrote of ``instant`` after it was rolled back and left the timeline (a
+    worker that lost its lease, a killed writer's surviving task): the files its markers list (a
+    marker comes before its file, and the rollback had already removed the markers it found)
+    and those a listing attributes to it (``planner.listed_files``: a file whose marker the
+    rollback removed before the late task finished writing it); then the markers.  Each file
+    goes only if rolling ``instant`` back would delete it (``planner.file_decision``: a v6 log
+    holding blocks of another instant stays).  Nothing can commit ``instant`` any more, so none
+    of this is anybody's.  Returns the paths deleted."""
+    storage, base = table.storage, table.base_path
+    v6 = table.config.layout is TimelineLayout.V1
+    found = {(partition, name) for partition, name, _io in list_markers(storage, base, instant)}
+    found |= listed_files(table, table.timeline(), instant, v6)
+    deleted: list[str] = []
+    stale: list[str] = []
+    for partition, name in sorted(found):
+        path = join(base, partition, name)
+        stale.append(path)
+        if file_decision(storage, path, name, instant, v6, from_marker=True) == "delete" and storage.delete(path):
+            deleted.append(path)
+    deleted += discard_partial_copies(storage, stale)   # late tasks killed before the link
+    delete_markers(storage, base, instant)
+    return deleted
+
+
+__all__ = ["eager_rollback", "remove_leftovers", "rollback", "rollback_failed", "sweep_rolled_back"]

@@ -123,7 +123,7 @@ def build_plan(table, timeline: Timeline, instant: Instant) -> RollbackPlan:
         for partition, name, _io in markers:
             candidates[(partition, name)] = True
     else:
-        for key in _listed(table, timeline, instant, v6):
+        for key in listed_files(table, timeline, t, v6, completed=instant if instant.is_completed else None):
             candidates.setdefault(key, False)
 
     deletes: dict[str, list[str]] = defaultdict(list)
@@ -177,13 +177,16 @@ def file_decision(storage, path: str, name: str, t: str, v6: bool, from_marker: 
     return "delete" if bn.instant == t else None
 
 
-def _listed(table, timeline: Timeline, instant: Instant, v6: bool) -> set[tuple[str, str]]:
-    """(partition, file name) of the files a listing attributes to the target."""
-    t = instant.timestamp
+def listed_files(table, timeline: Timeline, t: str, v6: bool, *,
+                 completed: Instant | None = None) -> set[tuple[str, str]]:
+    """(partition, file name) of the files a listing attributes to instant ``t``: data files
+    named with it, v6 log files whose blocks carry it (``t`` not completed), and, for
+    ``completed`` (``t``'s completed instant), the files of its commit metadata.  ``t`` need not
+    be on the timeline any more (a rolled-back instant's late files: ``executor.sweep_rolled_back``)."""
     storage, base = table.storage, table.base_path
     out: set[tuple[str, str]] = set()
-    if instant.is_completed:
-        md = timeline.commit_metadata(storage, instant)
+    if completed is not None:
+        md = timeline.commit_metadata(storage, completed)
         for stat in (md.write_stats() if md is not None else ()):
             if stat.path:
                 partition, _, name = stat.path.rpartition("/")
@@ -202,7 +205,7 @@ def _listed(table, timeline: Timeline, instant: Instant, v6: bool) -> set[tuple[
                 if not v6:
                     if ln.instant == t:
                         out.add((partition, name))
-                elif ln.instant <= t and not instant.is_completed:
+                elif ln.instant <= t and completed is None:
                     # v6: logs are named after their slice; only the block headers tell the write
                     try:
                         contents = read_log_file(storage, info.path)
@@ -224,4 +227,4 @@ def has_markers(table, timestamp: str) -> bool:
 
 
 __all__ = ["PLAN_KEEPING_ACTIONS", "PlanSummary", "ROLLBACKABLE", "build_plan", "check_rollbackable",
-           "file_decision", "has_markers", "plan_rollback", "target_action_name", "target_instant"]
+           "file_decision", "has_markers", "listed_files", "plan_rollback", "target_action_name", "target_instant"]
