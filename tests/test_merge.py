@@ -48,7 +48,6 @@ from tablesvc.merge import (
     iter_file_slice,
     merge_records,
     output_schema,
-    read_file_slice,
     read_file_slice_with_metrics,
     select_from_contents,
 )

@@ -1,0 +1,77 @@
+"""A reused Python worker's heap is frozen by tablesvc's task functions (spark/worker_heap.py), so
+that PySpark's full collection after every task walks only what tasks create."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from tablesvc.spark import worker_heap
+
+
+class _Node:
+    """A weak-referenceable object to build a reference cycle from."""
+
+
+@pytest.fixture
+def unfreeze_after():
+    yield
+    gc.unfreeze()        # give the test process its collector back
+
+
+def test_outside_a_spark_task_nothing_is_collected_or_frozen():
+    before = gc.get_freeze_count()
+    assert worker_heap.settle_worker_heap() is False
+    assert gc.get_freeze_count() == before
+
+
+def test_in_a_task_it_collects_then_freezes_once_per_task(monkeypatch, unfreeze_after):
+    task = {"id": 7}
+    monkeypatch.setattr(worker_heap, "_task_attempt", lambda: task["id"])
+    monkeypatch.setattr(worker_heap, "_last_task", None)
+    monkeypatch.setattr(worker_heap, "REFREEZE_OBJECTS", 1)
+    cycle = _Node()
+    cycle.self = cycle
+    dead = weakref.ref(cycle)
+    del cycle                                  # garbage, reachable only through its own cycle
+    kept = [object()]
+
+    assert worker_heap.settle_worker_heap() is True
+    assert dead() is None, "the garbage cycle must be collected before the freeze, not frozen"
+    frozen = gc.get_freeze_count()
+    assert frozen > 0
+    assert not any(o is kept for o in gc.get_objects()), "a live object should be frozen, not walked"
+    # the same task again: nothing more
+    assert worker_heap.settle_worker_heap() is False
+    assert gc.get_freeze_count() == frozen
+    # a next task with fewer new objects than the threshold: nothing either
+    task["id"] = 8
+    monkeypatch.setattr(worker_heap, "REFREEZE_OBJECTS", 10 ** 9)
+    assert worker_heap.settle_worker_heap() is False
+    assert gc.get_freeze_count() == frozen
+
+
+@pytest.mark.spark
+def test_a_tablesvc_task_leaves_its_worker_heap_frozen(spark):
+    """A task that starts the way every tablesvc task does (``task_items``) finds its worker's
+    heap frozen: a fresh worker holds tens of thousands of tracked objects, all of which a
+    collection would otherwise walk."""
+    import pyarrow as pa
+
+    from tablesvc.spark.read_job import specs_dataframe, task_items
+
+    def probe(batches):
+        import gc
+
+        items = list(task_items(batches))
+        yield pa.RecordBatch.from_pylist([{"items": len(items), "frozen": gc.get_freeze_count(),
+                                           "tracked": len(gc.get_objects())}])
+
+    rows = specs_dataframe(spark, list(range(6))).mapInArrow(
+        probe, "items long, frozen long, tracked long").collect()
+    assert sum(r["items"] for r in rows) == 6
+    for r in rows:
+        assert r["frozen"] > worker_heap.REFREEZE_OBJECTS, r
+        assert r["tracked"] < worker_heap.REFREEZE_OBJECTS, r
