@@ -23,14 +23,22 @@ def unfreeze_after():
 
 def test_outside_a_spark_task_nothing_is_collected_or_frozen():
     before = gc.get_freeze_count()
-    assert worker_heap.settle_worker_heap() is False
+    assert worker_heap.freeze_worker_heap() is False
     assert gc.get_freeze_count() == before
 
 
-def test_in_a_task_it_collects_then_freezes_once_per_task(monkeypatch, unfreeze_after):
+@pytest.fixture
+def in_a_task(monkeypatch):
+    """Calls of ``freeze_worker_heap`` as if inside Spark task ``task["id"]``, from a fresh count."""
     task = {"id": 7}
     monkeypatch.setattr(worker_heap, "_task_attempt", lambda: task["id"])
-    monkeypatch.setattr(worker_heap, "_last_task", None)
+    monkeypatch.setattr(worker_heap, "_last_task_attempt", None)
+    monkeypatch.setattr(worker_heap, "_freezes", 0)
+    return task
+
+
+def test_in_a_task_it_collects_then_freezes_once_per_task(monkeypatch, in_a_task, unfreeze_after):
+    real_threshold = worker_heap.REFREEZE_OBJECTS
     monkeypatch.setattr(worker_heap, "REFREEZE_OBJECTS", 1)
     cycle = _Node()
     cycle.self = cycle
@@ -38,19 +46,31 @@ def test_in_a_task_it_collects_then_freezes_once_per_task(monkeypatch, unfreeze_
     del cycle                                  # garbage, reachable only through its own cycle
     kept = [object()]
 
-    assert worker_heap.settle_worker_heap() is True
+    assert worker_heap.freeze_worker_heap() is True
     assert dead() is None, "the garbage cycle must be collected before the freeze, not frozen"
     frozen = gc.get_freeze_count()
     assert frozen > 0
     assert not any(o is kept for o in gc.get_objects()), "a live object should be frozen, not walked"
     # the same task again: nothing more
-    assert worker_heap.settle_worker_heap() is False
+    assert worker_heap.freeze_worker_heap() is False
     assert gc.get_freeze_count() == frozen
-    # a next task with fewer new objects than the threshold: nothing either
-    task["id"] = 8
-    monkeypatch.setattr(worker_heap, "REFREEZE_OBJECTS", 10 ** 9)
-    assert worker_heap.settle_worker_heap() is False
+    # the next task, with the real threshold: far fewer objects are unfrozen now, so nothing
+    in_a_task["id"] = 8
+    monkeypatch.setattr(worker_heap, "REFREEZE_OBJECTS", real_threshold)
+    assert len(gc.get_objects()) < real_threshold
+    assert worker_heap.freeze_worker_heap() is False
     assert gc.get_freeze_count() == frozen
+
+
+def test_a_process_freezes_at_most_max_freezes_times(monkeypatch, in_a_task, unfreeze_after):
+    monkeypatch.setattr(worker_heap, "REFREEZE_OBJECTS", 1)
+    monkeypatch.setattr(worker_heap, "MAX_FREEZES", 2)
+    froze = []
+    for attempt in (1, 2, 3, 4):
+        in_a_task["id"] = attempt
+        _ = [_Node() for _ in range(10)]       # new tracked objects, above the threshold of 1
+        froze.append(worker_heap.freeze_worker_heap())
+    assert froze == [True, True, False, False]
 
 
 @pytest.mark.spark
@@ -65,13 +85,16 @@ def test_a_tablesvc_task_leaves_its_worker_heap_frozen(spark):
     def probe(batches):
         import gc
 
+        from tablesvc.spark import worker_heap as heap
+
         items = list(task_items(batches))
         yield pa.RecordBatch.from_pylist([{"items": len(items), "frozen": gc.get_freeze_count(),
-                                           "tracked": len(gc.get_objects())}])
+                                           "tracked": len(gc.get_objects()), "freezes": heap._freezes}])
 
     rows = specs_dataframe(spark, list(range(6))).mapInArrow(
-        probe, "items long, frozen long, tracked long").collect()
+        probe, "items long, frozen long, tracked long, freezes long").collect()
     assert sum(r["items"] for r in rows) == 6
     for r in rows:
         assert r["frozen"] > worker_heap.REFREEZE_OBJECTS, r
-        assert r["tracked"] < worker_heap.REFREEZE_OBJECTS, r
+        # below the threshold, unless the worker has used all its freezes (then it stays as is)
+        assert r["tracked"] < worker_heap.REFREEZE_OBJECTS or r["freezes"] == worker_heap.MAX_FREEZES, r

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from tablesvc.merge import ReadContext, SliceSpec, iter_file_slice, nullable_everywhere, output_schema
-from tablesvc.spark.worker_heap import settle_worker_heap
+from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for
 from timeline.instant import validate_instant_time
 
@@ -79,8 +79,8 @@ def specs_dataframe(spark, specs: Sequence[Any], weights: Sequence[int | None] |
 
 def task_items(batches: Iterator[Any]) -> Iterator[Any]:
     """The items ``specs_dataframe`` gave this task, in order (inside a ``mapInArrow`` function).
-    The first call in a Python worker also freezes its heap (``worker_heap``)."""
-    settle_worker_heap()
+    It first lets the Python worker freeze its heap (``worker_heap.freeze_worker_heap``)."""
+    freeze_worker_heap()
     for batch in batches:
         for blob in batch.column(0).to_pylist():
             yield from pickle.loads(blob)

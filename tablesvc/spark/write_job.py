@@ -38,7 +38,7 @@ from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
 from tablesvc.spark.read_job import specs_dataframe, task_items
 from tablesvc.spark.session import task_identity
-from tablesvc.spark.worker_heap import settle_worker_heap
+from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for
 from tablesvc.write import (DEFAULT_PARTITION_PATH, BucketSpec, FileGroupTarget, KeySpec, WriteContext,
                             add_key_columns, bucket_file_id, bucket_of_file_id, combine_in_batch, delete_markers,
@@ -123,7 +123,7 @@ def check_input_schema(incoming: pa.Schema, table, operation: str | Operation, w
 def _tag_batches(key_spec: KeySpec, bucket: BucketSpec | None):
     """``mapInArrow`` body: every row plus its key, partition path and bucket (lookup path, old Spark)."""
     def run(batches):
-        settle_worker_heap()
+        freeze_worker_heap()
         for batch in batches:
             keyed = add_key_columns(batch, key_spec)
             if bucket is not None:
@@ -138,7 +138,7 @@ def _route_rows(key_spec: KeySpec, bucket: BucketSpec | None):
     """Arrow UDF body: the (partition path, bucket) of every row, from its key and partition fields
     only; the bucket is null without a bucket index (an insert: one new file group per partition)."""
     def run(fields: pa.Array) -> pa.Array:  # a struct of those columns -> a struct; Spark reads the hints
-        settle_worker_heap()
+        freeze_worker_heap()
         keyed = add_key_columns(pa.RecordBatch.from_struct_array(fields), key_spec)
         if bucket is not None:
             fg = pc.cast(bucket.bucket_ids(keyed.column(KEY), key_spec.record_key_fields), pa.string())
@@ -317,7 +317,7 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
     """The write of one file group's rows (all of one partition path and file-group value):
     keys, routing check, dedupe, then ``write_file_group``; returns its write stats."""
     def run(group: pa.Table) -> pa.Table:
-        settle_worker_heap()
+        freeze_worker_heap()
         partition = group.column(PARTITION)[0].as_py()
         fg = group.column(FG_COLUMN)[0].as_py()
         if bucket is not None:
