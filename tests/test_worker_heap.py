@@ -98,3 +98,26 @@ def test_a_tablesvc_task_leaves_its_worker_heap_frozen(spark):
         assert r["frozen"] > worker_heap.REFREEZE_OBJECTS, r
         # below the threshold, unless the worker has used all its freezes (then it stays as is)
         assert r["tracked"] < worker_heap.REFREEZE_OBJECTS or r["freezes"] == worker_heap.MAX_FREEZES, r
+
+
+def test_the_write_task_functions_freeze_before_anything_else(monkeypatch):
+    """The write's three task functions (tag pass, routing UDF, group writer) call the hook
+    first; run here in process, with the hook recording its calls."""
+    import pyarrow as pa
+
+    from tablesvc.spark import write_job
+    from tablesvc.write.keys import KeySpec
+
+    calls = []
+    monkeypatch.setattr(write_job, "freeze_worker_heap", lambda: calls.append("freeze") or False)
+    spec = KeySpec(("id",), ("city",), True)
+    batch = pa.record_batch({"id": ["a", "b"], "city": ["x", "y"]})
+
+    tagged = list(write_job._tag_batches(spec, None)(iter([batch])))
+    assert calls == ["freeze"] and tagged[0].num_rows == 2
+    routed = write_job._route_rows(spec, None)(batch.to_struct_array())
+    assert calls == ["freeze"] * 2 and len(routed) == 2
+    write_group = write_job._write_groups(None, {}, None, None, ("id", "city"), spec)
+    with pytest.raises(KeyError):
+        write_group(pa.table({"id": ["a"]}))     # no routing columns: fails after the hook
+    assert calls == ["freeze"] * 3
