@@ -101,7 +101,7 @@ def test_a_required_nested_field_an_older_file_lacks_reads_as_null(tmp_path, spa
 
     from table_builders import write_without_spark
     from tablesvc.merge import ReadContext, SliceSpec
-    from tablesvc.spark.read_job import _read_specs, spark_schema, specs_dataframe
+    from tablesvc.spark.read_job import _read_specs, pack_tasks, spark_schema
 
     table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", (), table_version=8, num_buckets=1))
     addr = pa.struct([pa.field("zip", pa.int64(), nullable=False)])
@@ -119,7 +119,8 @@ def test_a_required_nested_field_an_older_file_lacks_reads_as_null(tmp_path, spa
     declared = spark_schema(evolved)["addr"].dataType
     assert [(f.name, f.nullable) for f in declared.fields] == [("zip", True), ("lat", True)]
     specs = [SliceSpec.from_file_slice(s) for s in table.latest_file_slices()]
-    got = specs_dataframe(spark, specs).mapInArrow(_read_specs(evolved), spark_schema(evolved)).collect()
+    tasks = pack_tasks(spark, specs)
+    got = tasks.frame.mapInArrow(_read_specs(evolved, tasks.groups), spark_schema(evolved)).collect()
     assert sorted((r.uuid, r.addr.zip, r.addr.lat) for r in got) == [("a", 1, None), ("b", 2, None)]
     # hudi-rs reads the table as written (the schema in its commit): the same rows
     assert hudi_rows(table.base_path, ("uuid", "addr")) == [("a", {"zip": 1}), ("b", {"zip": 2})]

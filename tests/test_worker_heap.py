@@ -80,19 +80,20 @@ def test_a_tablesvc_task_leaves_its_worker_heap_frozen(spark):
     collection would otherwise walk."""
     import pyarrow as pa
 
-    from tablesvc.spark.read_job import specs_dataframe, task_items
+    from tablesvc.spark.read_job import pack_tasks, task_items
 
     def probe(batches):
         import gc
 
         from tablesvc.spark import worker_heap as heap
 
-        items = list(task_items(batches))
+        items = list(task_items(batches, groups))
         yield pa.RecordBatch.from_pylist([{"items": len(items), "frozen": gc.get_freeze_count(),
                                            "tracked": len(gc.get_objects()), "freezes": heap._freezes}])
 
-    rows = specs_dataframe(spark, list(range(6))).mapInArrow(
-        probe, "items long, frozen long, tracked long, freezes long").collect()
+    tasks = pack_tasks(spark, list(range(6)))
+    groups = tasks.groups          # the function captures the items, not the DataFrame
+    rows = tasks.frame.mapInArrow(probe, "items long, frozen long, tracked long, freezes long").collect()
     assert sum(r["items"] for r in rows) == 6
     for r in rows:
         assert r["frozen"] > worker_heap.REFREEZE_OBJECTS, r

@@ -188,7 +188,7 @@ def finish_plan(table, inflight: Instant, metadata: bytes, precheck=None, fence:
     return done
 
 
-def _task_runner(ctx, work: FileGroupWork):
+def _task_runner(ctx, work: FileGroupWork, groups: Sequence[bytes]):
     def run(batches):
         from tablesvc.fsview.names import write_token
         from tablesvc.spark.read_job import task_items
@@ -197,7 +197,7 @@ def _task_runner(ctx, work: FileGroupWork):
 
         storage = storage_for(ctx.base_path)
         token = write_token(*task_identity())
-        for task in task_items(batches):
+        for task in task_items(batches, groups):
             stat = work(storage, ctx, task, token)
             yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
                                              names=["partition", "stat"])
@@ -225,12 +225,13 @@ def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, 
             stats.setdefault(task.partition, []).append(work(table.storage, ctx, task, write_token(i, 0, 0)))
         return stats
     from tablesvc.spark.errors import translate_task_error
-    from tablesvc.spark.read_job import specs_dataframe
+    from tablesvc.spark.read_job import pack_tasks
 
     session = spark_session(spark)
     try:
-        packed = specs_dataframe(session, list(tasks), [task_weight(t) for t in tasks])
-        rows = packed.mapInArrow(_task_runner(ctx, work), "partition string, stat string").collect()
+        packed = pack_tasks(session, list(tasks), [task_weight(t) for t in tasks])
+        rows = packed.frame.mapInArrow(_task_runner(ctx, work, packed.groups),
+                                       "partition string, stat string").collect()
     except Exception as e:
         raise translate_task_error(e) from None
     for row in rows:

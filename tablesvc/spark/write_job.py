@@ -28,6 +28,7 @@ import enum
 import json
 import time
 from dataclasses import asdict, dataclass, replace
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,7 +37,7 @@ from tablesvc.errors import InvalidInputError, TablesvcError, UnsupportedTableEr
 from tablesvc.fsview.names import new_file_id
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
-from tablesvc.spark.read_job import specs_dataframe, task_items
+from tablesvc.spark.read_job import pack_tasks, task_items
 from tablesvc.spark.session import task_identity
 from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for
@@ -341,11 +342,11 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
     return run
 
 
-def _slice_keys(ctx: ReadContext):
+def _slice_keys(ctx: ReadContext, groups: Sequence[bytes]):
     """Per slice: (partition, record key, file id) of every live record, for the lookup join."""
     def run(batches):
         storage = storage_for(ctx.base_path)
-        for spec in task_items(batches):
+        for spec in task_items(batches, groups):
             keys = read_file_slice(storage, spec, ctx).column(KEY).combine_chunks()
             n = len(keys)
             yield pa.RecordBatch.from_arrays(
@@ -364,9 +365,9 @@ def _lookup_targets(spark, table, view_slices, keyed, partitions: set[str]):
         return keyed.withColumn(FG_COLUMN, F.lit(NEW_GROUP)), {}
     targets = {(s.partition, s.file_id): FileGroupTarget.from_slice(s) for s in slices}
     ctx = ReadContext.for_table(table, columns=(KEY,))
-    existing = specs_dataframe(spark, [SliceSpec.from_file_slice(s) for s in slices],
-                               [s.total_size for s in slices]).mapInArrow(
-        _slice_keys(ctx), "_lk_partition string, _lk_key string, _lk_fg string")
+    tasks = pack_tasks(spark, [SliceSpec.from_file_slice(s) for s in slices], [s.total_size for s in slices])
+    existing = tasks.frame.mapInArrow(_slice_keys(ctx, tasks.groups),
+                                      "_lk_partition string, _lk_key string, _lk_fg string")
     base = keyed.drop(FG_COLUMN)
     joined = base.join(existing, (base[PARTITION] == existing["_lk_partition"]) & (base[KEY] == existing["_lk_key"]),
                        "left")

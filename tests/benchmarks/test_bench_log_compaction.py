@@ -227,10 +227,10 @@ def test_log_compaction_spark(bench, tables, spark):
         import tablesvc.services.log_compaction.executor  # noqa: F401
         yield from batches
 
-    from tablesvc.spark.read_job import specs_dataframe
+    from tablesvc.spark.read_job import pack_tasks
 
-    for _ in range(2):  # the job shape both services use: pickled tasks -> mapInArrow
-        specs_dataframe(spark, list(range(PARTITIONS))).mapInArrow(warm, "spec binary").collect()
+    for _ in range(2):  # the job shape both services use: packed tasks -> mapInArrow
+        pack_tasks(spark, list(range(PARTITIONS))).frame.mapInArrow(warm, "id long").collect()
     lc = _lc(tables["lc_spark"], config, spark)
     full = _full(tables["full_spark"], config, spark)
     _record(bench, "log compaction: Spark local[2], avro -> avro", tables, lc, full,
