@@ -86,3 +86,30 @@ def test_compaction_tasks_weigh_what_the_plan_says_they_read(tmp_path):
     assert weights == [300 << 20] * 3
     assert pack(weights, 1) == [[0], [1], [2]]          # 300 MiB each: over the 128 MiB cap
     assert len(pack([t.log_bytes for t in tasks], 1)) == 1   # by logs alone they would share a task
+
+
+@pytest.mark.spark
+def test_packed_tasks_hand_every_task_its_own_items_from_a_jvm_built_frame(spark):
+    """``pack_tasks``: one partition per task, each task's items in order, every item once; the
+    frame is a JVM ``Range`` (no Python step builds its rows: a Python-built frame would show
+    an RDD scan in the plan)."""
+    import pyarrow as pa
+
+    from tablesvc.spark.read_job import pack_tasks, task_items
+    from tablesvc.spark.task_packing import session_packing
+
+    items = [f"item-{i}" for i in range(23)]
+    tasks = pack_tasks(spark, items, [1 << 20] * len(items))
+    groups = tasks.groups
+
+    def echo(batches):
+        got = list(task_items(batches, groups))
+        yield pa.RecordBatch.from_pylist([{"items": got}])
+
+    plan = tasks.frame._jdf.queryExecution().executedPlan().toString()
+    assert "Range" in plan and "Scan ExistingRDD" not in plan, plan
+    assert tasks.frame.rdd.getNumPartitions() == len(groups) > 1
+    per_task = [r["items"] for r in tasks.frame.mapInArrow(echo, "items array<string>").collect()]
+    expected = pack([1 << 20] * len(items), **session_packing(spark))
+    assert sorted(per_task) == sorted([[items[i] for i in g] for g in expected])
+    assert sorted(i for task in per_task for i in task) == sorted(items)
