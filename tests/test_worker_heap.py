@@ -31,7 +31,7 @@ def test_outside_a_spark_task_nothing_is_collected_or_frozen():
 def in_a_task(monkeypatch):
     """Calls of ``freeze_worker_heap`` as if inside Spark task ``task["id"]``, from a fresh count."""
     task = {"id": 7}
-    monkeypatch.setattr(worker_heap, "_task_attempt", lambda: task["id"])
+    monkeypatch.setattr(worker_heap, "task_attempt_id", lambda: task["id"])
     monkeypatch.setattr(worker_heap, "_last_task_attempt", None)
     monkeypatch.setattr(worker_heap, "_freezes", 0)
     return task

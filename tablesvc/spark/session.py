@@ -102,6 +102,15 @@ def with_java_option(options: str, option: str) -> str:
     return f"{options} {option}".strip()
 
 
+def task_attempt_id() -> int | None:
+    """The running Spark task's attempt id (unique in its Spark application), or None outside a
+    Spark task."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return None if ctx is None else ctx.taskAttemptId()
+
+
 def task_identity() -> tuple[int, int, int]:
     """(partition id, stage id, attempt number) of the running Spark task: Hudi's write token parts."""
     from pyspark import TaskContext

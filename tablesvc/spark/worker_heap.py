@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import gc
 
+from tablesvc.spark.session import task_attempt_id
+
 # Freeze when this many tracked objects are not frozen (a full collection of 10k objects
 # costs about 1.5 ms here; counting them, under 0.5 ms).
 REFREEZE_OBJECTS = 10_000
@@ -35,16 +37,6 @@ _last_task_attempt: int | None = None
 _freezes = 0
 
 
-def _task_attempt() -> int | None:
-    """The running Spark task's attempt id, or None outside a Spark task."""
-    try:
-        from pyspark import TaskContext
-    except ImportError:
-        return None
-    ctx = TaskContext.get()
-    return None if ctx is None else ctx.taskAttemptId()
-
-
 def freeze_worker_heap() -> bool:
     """Inside a Spark task, once per task: collect and freeze the worker's heap if
     ``REFREEZE_OBJECTS`` or more tracked objects are not frozen and this process has frozen
@@ -52,7 +44,7 @@ def freeze_worker_heap() -> bool:
     global _last_task_attempt, _freezes
     if _freezes >= MAX_FREEZES:
         return False
-    attempt = _task_attempt()
+    attempt = task_attempt_id()
     if attempt is None or attempt == _last_task_attempt:
         return False
     _last_task_attempt = attempt

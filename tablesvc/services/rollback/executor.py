@@ -510,11 +510,12 @@ def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[
     markers are only made once their instant is on the timeline, so a marker folder whose
     instant is not pending in the later snapshot has finished (or was rolled back, or
     archived) and nobody uses it any more; when it was rolled back, the files its markers list
-    and those a listing attributes to it are a late task's and go too (``sweep_rolled_back``).  A heartbeat comes *before* its instant (a writer
-    beats, then requests), so one whose instant is not on the timeline yet may belong to a
-    write being requested right now: it goes only once it has expired (``interval_ms`` ×
-    ``misses``), which a live writer's never does.  Pending instants keep theirs, alive or not
-    (rolling those back is the sweep's job).  Returns the removed paths.
+    and those a listing attributes to it are a late task's and go too (``sweep_rolled_back``).
+    A heartbeat comes *before* its instant (a writer beats, then requests), so one whose
+    instant is not on the timeline yet may belong to a write being requested right now: it
+    goes only once it has expired (``interval_ms`` × ``misses``), which a live writer's never
+    does.  Pending instants keep theirs, alive or not (rolling those back is the sweep's job).
+    Returns the removed paths.
     """
     storage, base = table.storage, table.base_path
     markers = [i.name for i in storage.list_dir(join(base, MARKER_ROOT)) if i.is_dir and i.name.isdigit()]
