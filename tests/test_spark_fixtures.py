@@ -85,6 +85,26 @@ def test_upsert_and_delete_into_a_table_hudi_wrote(tmp_path, spark):
     assert ours == final
 
 
+def test_a_null_key_into_a_table_hudi_wrote_changes_nothing(tmp_path, spark):
+    """Lookup index: the tag pass refuses a null record key before anything is written (the
+    job that lists the batch's partitions runs it); the pending instant is removed again and
+    the files and hudi-rs's rows are as before."""
+    from tablesvc.errors import InvalidInputError
+
+    path = copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)
+    table = Table.open(str(path))
+    before_rows = rows(hudi_table(path), ["uuid", "rider", "fare"])
+    before_files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+    cols = ["ts", "uuid", "rider", "driver", "fare", "city"]
+    df = spark.createDataFrame([(1, "u-1", "r", "d", 1.0, "chennai"), (2, None, "r", "d", 2.0, "chennai")],
+                               "ts long, uuid string, rider string, driver string, fare double, city string")
+    with pytest.raises(InvalidInputError, match="uuid"):
+        table.upsert(df.select(*cols))
+    assert sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()
+                  and ".heartbeat" not in p.parts) == [f for f in before_files if ".heartbeat" not in f]
+    assert rows(hudi_table(path), ["uuid", "rider", "fare"]) == before_rows
+
+
 def test_upsert_into_v9_table_with_decimals_dates_timestamps(tmp_path, spark):
     path = copy_table(TABLES_DIR / "v9_txns_simple_nometa", tmp_path)
     table = Table.open(str(path))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -293,3 +294,62 @@ def test_sql_literals_of_the_jvm_routing_keep_every_character(spark):
     texts = ["plain", "it's", "back\\slash", "both\\'", "new\nline", "tab\t", "é ü 中", "%_*", "=/:,", ""]
     row = spark.range(1).select(*[F.expr(_sql_string(t)).alias(f"c{i}") for i, t in enumerate(texts)]).first()
     assert [row[f"c{i}"] for i in range(len(texts))] == texts
+
+
+# -- input the write refuses, or has nothing to do with: the table stays as it was ---------------------
+def table_state(table: Table) -> tuple:
+    """Every instant file of the timeline (any state) and every data file, with its size."""
+    files = sorted((str(p.relative_to(table.base_path)), p.stat().st_size)
+                   for p in Path(table.base_path).rglob("*") if p.is_file() and ".hoodie" not in p.parts)
+    instants = sorted((i.timestamp, i.action.value, i.state.value) for i in table.timeline().files)
+    return instants, files
+
+
+BLANK_KEY_CASES = [
+    # (record key fields, rows of (uuid, n, ts, city), refused): a plain key null or empty; a
+    # compound key with every field blank (one blank field is the placeholder, not an error)
+    (("uuid",), [("k1", 1, 5, "chennai"), (None, 2, 5, "chennai")], True),
+    (("uuid",), [("k1", 1, 5, "chennai"), ("", 2, 5, "sao_paulo")], True),
+    (("uuid", "n"), [("k1", 1, 5, "chennai"), (None, None, 5, "chennai")], True),
+    (("uuid", "n"), [("k1", 1, 5, "chennai"), ("", None, 5, "chennai")], True),
+    (("uuid", "n"), [("k1", 1, 5, "chennai"), (None, 3, 5, "chennai")], False),
+]
+
+
+@pytest.mark.parametrize("fields,rows,refused", BLANK_KEY_CASES)
+def test_a_blank_record_key_fails_the_write_and_changes_nothing(tmp_path, spark, fields, rows, refused):
+    """The routing columns refuse a null or empty key in the write job's map stage (there is no
+    scan of the input before it): the write fails with InvalidInputError naming the key field,
+    and the timeline, the files and what hudi-rs reads are as before."""
+    from tablesvc.errors import InvalidInputError
+
+    schema = "uuid string, n long, ts long, city string"
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", fields, "ts", ("city",), num_buckets=2))
+    first = [("a1", 1, 1, "chennai"), ("a2", 2, 1, "sao_paulo")]
+    table.upsert(spark.createDataFrame(first, schema))
+    before = table_state(table)
+    cols = ("uuid", "n", "ts", "city")
+    if not refused:  # one blank field of a compound key: Hudi's placeholder stands in for it
+        table.upsert(spark.createDataFrame(rows, schema))
+        assert hudi_rows(table.base_path, ("_hoodie_record_key", "ts")) == sorted(
+            [("uuid:a1,n:1", 1), ("uuid:a2,n:2", 1), ("uuid:k1,n:1", 5), ("uuid:__null__,n:3", 5)])
+        return
+    with pytest.raises(InvalidInputError, match=r"null record key or an empty one \(" + ", ".join(fields)):
+        table.upsert(spark.createDataFrame(rows, schema))
+    assert table_state(Table.open(table.base_path)) == before
+    assert hudi_rows(table.base_path, cols) == sorted(first)
+
+
+def test_an_input_without_rows_leaves_no_instant(tmp_path, spark):
+    """Insert, upsert and delete of an empty DataFrame: nothing to do (None), no instant left on
+    the timeline (the write's instant is removed again), no file written."""
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), num_buckets=2))
+    schema = "uuid string, ts long, city string"
+    assert table.insert(spark.createDataFrame([], schema)) is None
+    assert table.timeline().files == ()
+    table.upsert(spark.createDataFrame([("a", 1, "chennai")], schema))
+    before = table_state(table)
+    for op in (table.insert, table.upsert, table.delete):
+        assert op(spark.createDataFrame([], schema)) is None, op.__name__
+        assert table_state(Table.open(table.base_path)) == before, op.__name__
+    assert hudi_rows(table.base_path, ("uuid", "ts", "city")) == [("a", 1, "chennai")]

@@ -14,6 +14,8 @@ _PYTHON_ERROR = re.compile(r"^(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
 # Spark's own Parquet reader (native_scan.py) failing on a base file: the file, then the cause
 _JVM_READ = re.compile(r"error while reading file (\S+?)\.?\s+SQLSTATE")
 _JVM_CAUSE = re.compile(r"^Caused by: [\w.$]+: (.+)$", re.MULTILINE)
+# Spark's raise_error (the write's routing checks) ends the message with the error's SQL state
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
 
 
 def translate_task_error(exc: BaseException) -> BaseException:
@@ -35,5 +37,5 @@ def translate_task_error(exc: BaseException) -> BaseException:
     name, message = matches[-1]
     cls = getattr(tablesvc_errors, name, None)
     if isinstance(cls, type) and issubclass(cls, tablesvc_errors.TablesvcError):
-        return cls(message.strip())
+        return cls(_SQLSTATE.sub("", message).strip())
     return exc

@@ -9,7 +9,8 @@ Steps, and what a crash at each one leaves (docs/write-path.md has the full tabl
    which go to new groups): Spark expressions where the key and partition fields allow
    (the bucket hash is Java's own ``String.hashCode``), else an Arrow UDF over the key and
    partition columns only.  Lookup index: a ``mapInArrow`` tag pass adds the key too, then
-   a join with the keys of the latest file slices.
+   a join with the keys of the latest file slices.  Routing runs before the shuffle, so a
+   null or empty record key fails the job there, before any task of step 4 starts.
 4. Write: ``groupBy(partition, file group).applyInArrow`` — one file group at a time: it
    computes the record keys (and checks the routing), dedupes the batch by key and writes a
    base file (new group) or one log file (existing group); a marker is created before each
@@ -17,7 +18,8 @@ Steps, and what a crash at each one leaves (docs/write-path.md has the full tabl
 5. Reconcile: files that have a marker but no write stat (failed task attempts) are
    deleted.
 6. Complete ``T`` under the table lock with commit metadata (every write stat and the
-   table schema), then delete the markers and the heartbeat.
+   table schema), then delete the markers and the heartbeat.  An input without rows, or
+   any failure, removes ``T`` again instead (``_abort``).
 
 Until step 6 readers see nothing of T: its files carry an instant that is not completed.
 """
@@ -187,11 +189,51 @@ _JVM_KEY_TYPES = ("string", "tinyint", "smallint", "int", "bigint", "boolean")
 _MASK32 = 0xFFFFFFFF
 
 
+# What the routing columns raise (Spark's ``raise_error``) in the shuffle's map stage, before
+# any file is written.  The first reads back as InvalidInputError (``translate_task_error``);
+# the second makes the write route the batch in Python instead (``write_dataframe``).
+_BLANK_KEY_ERROR = "tablesvc.errors.InvalidInputError: input has records with a null record key or an empty one ({})"
+INEXACT_ROUTE = "tablesvc: a record key Hudi reads as field:value pairs, routed in Python instead"
+
+
 @dataclass(frozen=True)
 class _JvmRoute:
-    partition: object   # Column: the partition path, as keys.partition_paths makes it
-    file_group: object  # Column: the bucket (string), or a null string without a bucket index
-    exact: object       # Column (boolean): False for a key Hudi's parsing could read otherwise
+    """The routing as Spark SQL text; each property parses one column from it."""
+    partition_sql: str   # the partition path, as keys.partition_paths makes it
+    file_group_sql: str  # the bucket (string), or a null string without a bucket index
+    exact_sql: str       # false for a key Hudi's parsing could read otherwise
+    blank_sql: str       # true for a key keys.record_keys refuses (null or empty)
+    key_fields: tuple[str, ...]
+
+    @property
+    def partition(self):
+        from pyspark.sql import functions as F
+
+        return F.expr(self.partition_sql)
+
+    @property
+    def file_group(self):
+        from pyspark.sql import functions as F
+
+        return F.expr(self.file_group_sql)
+
+    @property
+    def exact(self):
+        from pyspark.sql import functions as F
+
+        return F.expr(self.exact_sql)
+
+    def checked(self) -> dict:
+        """The partition path and file-group columns that fail the job on a blank key or on a key
+        whose bucket the JVM cannot compute.  The write groups by both, so Spark evaluates them
+        for every row before the shuffle: the checks cost no scan of their own."""
+        from pyspark.sql import functions as F
+
+        blank = _sql_string(_BLANK_KEY_ERROR.format(", ".join(self.key_fields)))
+        return {PARTITION: F.expr(f"CASE WHEN {self.blank_sql} THEN raise_error({blank}) "
+                                  f"ELSE {self.partition_sql} END"),
+                FG_COLUMN: F.expr(f"CASE WHEN NOT ({self.exact_sql}) THEN raise_error({_sql_string(INEXACT_ROUTE)}) "
+                                  f"ELSE {self.file_group_sql} END")}
 
 
 # The expressions are built as SQL text and parsed once per column (``F.expr``): building them
@@ -285,18 +327,31 @@ def _jvm_bucket(schema, spec: KeySpec, bucket: BucketSpec) -> tuple[str, str] | 
     return f"CAST({ids} AS STRING)", f"coalesce({exact}, true)"
 
 
-def _jvm_route(schema, spec: KeySpec, bucket: BucketSpec | None) -> _JvmRoute | None:
-    from pyspark.sql import functions as F
+def _jvm_blank_key(schema, spec: KeySpec) -> str | None:
+    """SQL text: true where ``keys.record_keys`` refuses the key (one plain key field null or
+    empty; several fields, or one with its name encoded, all null or empty)."""
+    terms = []
+    for field in spec.record_key_fields:
+        value, found = _jvm_strings(schema, field), _spark_column(schema, field)
+        if found is None:
+            return None
+        # other types (floating point, dates, ...) are never empty: null is the blank value
+        terms.append(f"coalesce({value} = '', true)" if value is not None else f"({found[0]} IS NULL)")
+    return " AND ".join(terms) if terms else None
 
+
+def _jvm_route(schema, spec: KeySpec, bucket: BucketSpec | None) -> _JvmRoute | None:
     partition = _jvm_partition_path(schema, spec)
-    if partition is None:
+    blank = _jvm_blank_key(schema, spec)
+    if partition is None or blank is None:
         return None
+    fields = tuple(spec.record_key_fields)
     if bucket is None:
-        return _JvmRoute(F.expr(partition), F.lit(None).cast("string"), F.lit(True))
+        return _JvmRoute(partition, "CAST(NULL AS STRING)", "true", blank, fields)
     found = _jvm_bucket(schema, spec, bucket)
     if found is None:
         return None
-    return _JvmRoute(F.expr(partition), F.expr(found[0]), F.expr(found[1]))
+    return _JvmRoute(partition, found[0], found[1], blank, fields)
 
 
 def _check_routing(records: pa.Table, partition: str, bucket_text: str | None, bucket: BucketSpec | None,
@@ -337,8 +392,11 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
         task_partition, stage, attempt = task_identity()
         stats = write_file_group(storage_for(ctx.base_path), replace(ctx, stage_id=stage), target,
                                  records.select(keep), task_partition, attempt)
-        return pa.table({"partition": [partition] * len(stats),
-                         "stat": [json.dumps(s.to_avro(), default=str) for s in stats]})
+        # A group that wrote nothing (deletes of keys no file group holds) still answers, with a
+        # null stat: the driver tells an input without rows from one whose rows changed nothing.
+        return pa.table({"partition": pa.array([partition] * max(len(stats), 1), pa.string()),
+                         "stat": pa.array([json.dumps(s.to_avro(), default=str) for s in stats] or [None],
+                                          pa.string())})
     return run
 
 
@@ -373,28 +431,6 @@ def _lookup_targets(spark, table, view_slices, keyed, partitions: set[str]):
                        "left")
     return (joined.withColumn(FG_COLUMN, F.coalesce(F.col("_lk_fg"), F.lit(NEW_GROUP)))
             .drop("_lk_partition", "_lk_key", "_lk_fg")), targets
-
-
-def _scan_keys(df, key_fields, exact=None) -> bool | None:
-    """One pass over the input before anything is written: None when it has no row (nothing
-    to do); refuses a batch with a null record key; otherwise whether the JVM's bucket is exact
-    for every row (``exact``, a Column).  A top-1 by "suspect first": one job that scans the
-    rows once (as the null-key filter alone did when nothing matched) and answers all three."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    all_null = reduce(lambda a, b: a & b, [F.col(k).isNull() for k in key_fields])
-    suspect = all_null if exact is None else all_null | ~exact
-    found = (df.select(F.coalesce(suspect, F.lit(True)).alias("suspect"), all_null.alias("null_key"))
-             .orderBy(F.col("suspect").desc(), F.col("null_key").desc()).limit(1).collect())
-    if not found:
-        return None
-    if not found[0]["suspect"]:
-        return True
-    if found[0]["null_key"]:
-        raise InvalidInputError(f"input has records with a null record key ({', '.join(key_fields)})")
-    return False  # a key Hudi parses as field:value pairs: the JVM's bucket is not exact
 
 
 def _abort(table, instant) -> None:
@@ -440,12 +476,10 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
                                        cfg.partition_fields, table_name=cfg.name)
     key_spec = KeySpec.from_config(cfg)
     bucket = BucketSpec.from_props(cfg.props)
+    # No scan of the input ahead of the write: the routing columns refuse a blank key before
+    # the shuffle (the write's own map stage), and an input without rows is found when the
+    # write job returns no group (the instant is removed again).
     jvm_route = _jvm_route(df.schema, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
-    exact = _scan_keys(df, cfg.record_key_fields, None if jvm_route is None else jvm_route.exact)
-    if exact is None:
-        return None     # no input row: nothing to do
-    if not exact:
-        jvm_route = None  # keys Hudi reads as field:value pairs: Python computes their buckets
     if config is None:
         from tablesvc.config import load_config
 
@@ -484,13 +518,13 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
 
         tagged_schema = StructType(list(df.schema.fields) + [StructField(c, StringType()) for c in
                                                              (KEY, PARTITION, FG_COLUMN)])
-        keyed = None
-        if jvm_route is not None:
-            keyed = df.withColumns({PARTITION: jvm_route.partition, FG_COLUMN: jvm_route.file_group})
-        elif bucket is not None or op is Operation.INSERT:
-            keyed = _routed(df, key_spec, bucket)
-        if keyed is None:
-            keyed = df.mapInArrow(_tag_batches(key_spec, bucket), tagged_schema)
+        # a StructType, not DDL text: the text costs a round trip to the JVM's parser
+        stats_schema = StructType([StructField("partition", StringType()), StructField("stat", StringType())])
+        def routed_in_python():
+            keyed = _routed(df, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
+            return keyed if keyed is not None else df.mapInArrow(_tag_batches(key_spec, bucket), tagged_schema)
+
+        keyed = df.withColumns(jvm_route.checked()) if jvm_route is not None else routed_in_python()
         if bucket is not None:
             targets = {}
             for s in view_slices:
@@ -515,11 +549,26 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
                            operation=op.value, stage_id=0)
         write_group = _write_groups(ctx, targets, bucket, None if op is Operation.DELETE else cfg.ordering_field,
                                     data_columns, key_spec)
-        # One group at a time in a task's memory (a shuffle partition may hold many groups)
-        result = keyed.groupBy(PARTITION, FG_COLUMN).applyInArrow(write_group, "partition string, stat string")
+        def write_job(frame) -> list:
+            # One group at a time in a task's memory (a shuffle partition may hold many groups);
+            # the rows that come back are write stats only: a few hundred bytes per file group.
+            return frame.groupBy(PARTITION, FG_COLUMN).applyInArrow(write_group, stats_schema).collect()
+
+        try:
+            rows = write_job(keyed)
+        except Exception as e:
+            if jvm_route is None or INEXACT_ROUTE not in str(e):
+                raise
+            # Keys Hudi parses as field:value pairs: their bucket is Python's to compute.  The
+            # job stopped in its map stage, before any file was written.
+            rows = write_job(routed_in_python())
+        if not rows:
+            _abort(table, inflight)     # the input has no row: nothing to do, no instant left
+            return None
         stats: dict[str, list[WriteStat]] = {}
-        for row in result.collect():  # write stats only: a few hundred bytes per file group
-            stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
+        for row in rows:
+            if row["stat"] is not None:
+                stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
         _remove_orphans(table, instant.timestamp, stats)
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
                                   extra_metadata={"schema": data_schema}, operation_type=op.hudi_name)
