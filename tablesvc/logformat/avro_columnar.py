@@ -622,45 +622,45 @@ def _same_type(node: Node, actual: pa.DataType) -> bool:
     return actual == expected
 
 
+def _piece_array(n: int, lengths: np.ndarray, data: np.ndarray) -> pa.Array:
+    """``n`` records' bytes of one piece as a binary array (int64 offsets: no size limit)."""
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.large_binary(), n,
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))])
+
+
 def _content(n: int, pieces: list[_Piece]) -> bytes:
-    """Per record, its int32 length and its pieces in order."""
+    """Per record, its int32 length and its pieces in order.
+
+    Each piece becomes a binary array of one value per record, and Arrow's element-wise join
+    concatenates them record by record: the joined values' buffer is the framed records.
+    Scattering the pieces with numpy index arithmetic cost 3-4x more (an 8-byte index per
+    output byte)."""
+    if n == 0:
+        return b""
     lengths = np.zeros(n, dtype=np.int64)
+    arrays = []
     for piece in pieces:
-        lengths += piece.lengths() if isinstance(piece, _Cells) else piece.lengths
-    if n and lengths.max() > np.iinfo(np.int32).max:
+        if isinstance(piece, _Cells):
+            piece_lengths = piece.lengths()
+            # row-major: each record's used cells, in column order
+            data = piece.values.reshape(-1) if piece.used is None else piece.values[piece.used]
+        else:
+            piece_lengths, data = piece.lengths, piece.data
+        lengths += piece_lengths
+        arrays.append(_piece_array(n, piece_lengths, data))
+    if lengths.max() > np.iinfo(np.int32).max:
         raise _Mismatch("record over 2 GiB")
-    prefix = _Cells(lengths.astype(">i4").view(np.uint8).reshape(n, 4), None)
-    if pieces and isinstance(pieces[0], _Cells):
-        pieces = [prefix.then(pieces[0]), *pieces[1:]]
-    else:
-        pieces = [prefix, *pieces]
-    out = np.empty(4 * n + int(lengths.sum()), dtype=np.uint8)
-    cursor = 4 * np.arange(n, dtype=np.int64) + np.cumsum(lengths) - lengths
-    for piece in pieces:
-        cursor = _scatter_cells(out, cursor, piece) if isinstance(piece, _Cells) else _scatter(out, cursor, piece)
-    return out.tobytes()
+    prefix = lengths.astype(">i4").view(np.uint8)
+    arrays.insert(0, _piece_array(n, np.full(n, 4, dtype=np.int64), prefix))
+    joined = pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.large_binary()))
+    return joined.buffers()[2][:4 * n + int(lengths.sum())].to_pybytes()
 
 
-def _scatter_cells(out: np.ndarray, cursor: np.ndarray, cells: _Cells) -> np.ndarray:
-    """Writes each record's used cells at its cursor; returns the cursors after them."""
-    k = cells.values.shape[1]
-    if cells.used is None:
-        out[cursor[:, None] + np.arange(k)] = cells.values
-        return cursor + k
-    within = np.cumsum(cells.used, axis=1) - 1  # a used cell's place among its row's used cells
-    out[(cursor[:, None] + within)[cells.used]] = cells.values[cells.used]
-    return cursor + within[:, -1] + 1
-
-
-def _scatter(out: np.ndarray, cursor: np.ndarray, piece: _Ragged) -> np.ndarray:
-    if piece.data.size:
-        offsets = np.cumsum(piece.lengths) - piece.lengths
-        out[np.repeat(cursor - offsets, piece.lengths) + np.arange(piece.data.size)] = piece.data
-    return cursor + piece.lengths
-
-
-# Records per encoding step: bounds the temporaries (indexes are 8 bytes per output byte) and
-# keeps them in cache; 4k-64k measured alike, a whole 100k-record block 1.4x slower.
+# Records per encoding step: bounds the temporaries (the pieces, their offsets) and keeps them
+# in cache; 4k-64k measured alike, a whole 100k-record block 1.4x slower (with the earlier
+# numpy scatter; not measured again since the join).
 _ENCODE_CHUNK = 16_384
 
 

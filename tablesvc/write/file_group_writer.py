@@ -21,6 +21,7 @@ import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -122,7 +123,7 @@ def _with_meta(records: pa.Table, ctx: WriteContext, task_partition: int, file_n
     """Records with all five meta columns set for this write, aligned to the block/file schema."""
     n = records.num_rows
     seq = pc.binary_join_element_wise(f"{ctx.instant}_{task_partition}",
-                                      pa.array(range(n), pa.int64()).cast(pa.string()), "_")
+                                      pa.array(np.arange(n, dtype=np.int64)).cast(pa.string()), "_")
     names = records.schema.names
     columns = {name: records.column(i) for i, name in enumerate(names)}
     columns["_hoodie_commit_time"] = pa.repeat(pa.scalar(ctx.instant, pa.string()), n)  # no Python list of n
