@@ -456,6 +456,12 @@ def test_parquet_block_round_trip():
     assert decode_parquet(back.content).equals(table)
     with pytest.raises(LogFormatError, match="PAR1"):
         decode_parquet(b"PAR1 torn")
+    # both magics in place, a damaged footer between them: still one LogFormatError naming the block
+    good = back.content
+    with pytest.raises(LogFormatError, match="some.log: parquet data content does not read"):
+        decode_parquet(good[:-8] + b"\xff\xff\xff\x7f" + good[-4:], "some.log")
+    with pytest.raises(LogFormatError, match="does not read"):
+        decode_parquet(b"PAR1" + bytes(64) + b"PAR1")
 
 
 def test_builder_header_rules():

@@ -21,7 +21,9 @@ def decode_parquet(content: bytes, source: str = "") -> pa.Table:
         raise LogFormatError(f"{where}parquet data content ({len(content)} bytes) does not start and end "
                              f"with {_PARQUET_MAGIC!r}")
     try:
-        return pq.read_table(io.BytesIO(content))
+        # Read in place (no Python file object) and on this thread, as the base files are
+        # (slice_reader._READ_THREADS): read_table's dataset layer and threads cost ~25% more CPU.
+        return pq.ParquetFile(pa.BufferReader(content)).read(use_threads=False)
     except (pa.ArrowException, OSError) as exc:
         raise LogFormatError(f"{where}parquet data content does not read: {exc}") from exc
 
