@@ -123,6 +123,8 @@ def _greatest_per_key(keys: pa.Array, rows: pa.Array, ordering: pa.Array | None)
     if len(rows) == 0:
         return rows
     cols = {"k": pc.take(keys, rows)}
+    if pc.count_distinct(cols["k"]).as_py() == len(rows):
+        return rows     # every key once (the usual log block): each row is its key's only candidate
     sort_keys = [("k", "ascending")]
     if ordering is not None:
         o = pc.take(ordering, rows)
@@ -291,7 +293,10 @@ def fold_log(log_inputs: Sequence[LogInput], *, merge_mode: str, ordering_field:
     natural_tombs = [k for k in cut if k not in live and k not in real]
     real_tombs = [(k, v) for k, v in real.items() if k not in live]
 
-    records = log_t.take(pc.take(winners, pc.sort_indices(winners))).combine_chunks()   # arrival order
+    if len(winners) == log_t.num_rows:      # every record won (distinct positions): all of them, in order
+        records = log_t.combine_chunks()
+    else:
+        records = log_t.take(pc.take(winners, pc.sort_indices(winners))).combine_chunks()   # arrival order
     tomb_keys = pa.array(natural_tombs + [k for k, _ in real_tombs], pa.utf8()).cast(log_keys.type)
     lookup = pa.concat_arrays([_column(records, record_key_field), tomb_keys])
     return LogSide(records, lookup, len(natural_tombs), tuple(v for _, v in real_tombs), record_key_field,
