@@ -215,6 +215,35 @@ def test_jvm_routing_equals_python_routing(spark):
     assert _jvm_route(df.schema, KeySpec(("s",), ("city",), True, url_encode=True), BucketSpec(4, ("s",))) is None
 
 
+def test_jvm_blank_key_is_what_python_refuses(spark):
+    """The routing's blank-key expression (what the write job refuses before its shuffle) is true
+    for exactly the rows whose key keys.record_keys refuses, for plain, compound, name-encoded
+    and non-string keys."""
+    from pyspark.sql import functions as F
+
+    from tablesvc.errors import InvalidInputError
+    from tablesvc.spark.write_job import _jvm_blank_key
+    from tablesvc.write import KeySpec, add_key_columns
+
+    df = routing_frame(spark, random.Random(6))
+    # a floating-point key with nulls: blank is null alone (a number is never empty)
+    df = df.withColumn("amount", F.when(F.col("n").isNull(), F.lit(None)).otherwise(F.col("amount")))
+    specs = [KeySpec(("s",), ("city",), True), KeySpec(("n",), (), True), KeySpec(("s", "n"), ("city",), True),
+             KeySpec(("s",), (), True, encode_single_key_field_name=True), KeySpec(("st.id",), (), True),
+             KeySpec(("amount",), (), True)]
+    for spec in specs:
+        got = df.select("*", F.expr(_jvm_blank_key(df.schema, spec)).alias("_blank")).toArrow()
+        refused = []
+        for i in range(got.num_rows):
+            try:
+                add_key_columns(got.slice(i, 1), spec)
+                refused.append(False)
+            except InvalidInputError:
+                refused.append(True)
+        assert got.column("_blank").to_pylist() == refused, spec
+        assert any(refused) and not all(refused), spec   # the frame holds blank keys and others
+
+
 def file_keys(path) -> dict[str, list[str]]:
     """Record keys of every data file of a table (base files and log data blocks), by file id."""
     import pyarrow.parquet as pq

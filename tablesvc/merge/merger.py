@@ -119,7 +119,8 @@ def _column(table: pa.Table, name: str | None) -> pa.Array | None:
 
 def _greatest_per_key(keys: pa.Array, rows: pa.Array, ordering: pa.Array | None) -> pa.Array:
     """Of ``rows`` (positions, ascending = arrival), the one with the greatest
-    (ordering valid, ordering, arrival) per key."""
+    (ordering valid, ordering, arrival) per key; in no particular order (``fold_log`` puts
+    the winners back in arrival order)."""
     if len(rows) == 0:
         return rows
     cols = {"k": pc.take(keys, rows)}

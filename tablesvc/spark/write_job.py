@@ -192,7 +192,8 @@ _MASK32 = 0xFFFFFFFF
 # What the routing columns raise (Spark's ``raise_error``) in the shuffle's map stage, before
 # any file is written.  The first reads back as InvalidInputError (``translate_task_error``);
 # the second makes the write route the batch in Python instead (``write_dataframe``).
-_BLANK_KEY_ERROR = "tablesvc.errors.InvalidInputError: input has records with a null record key or an empty one ({})"
+_BLANK_KEY_ERROR = (f"tablesvc.errors.{InvalidInputError.__name__}: "
+                    "input has records with a null record key or an empty one ({})")
 INEXACT_ROUTE = "tablesvc: a record key Hudi reads as field:value pairs, routed in Python instead"
 
 
@@ -520,6 +521,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
                                                              (KEY, PARTITION, FG_COLUMN)])
         # a StructType, not DDL text: the text costs a round trip to the JVM's parser
         stats_schema = StructType([StructField("partition", StringType()), StructField("stat", StringType())])
+
         def routed_in_python():
             keyed = _routed(df, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
             return keyed if keyed is not None else df.mapInArrow(_tag_batches(key_spec, bucket), tagged_schema)
@@ -549,19 +551,20 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
                            operation=op.value, stage_id=0)
         write_group = _write_groups(ctx, targets, bucket, None if op is Operation.DELETE else cfg.ordering_field,
                                     data_columns, key_spec)
-        def write_job(frame) -> list:
+
+        def run_write_job(frame) -> list:
             # One group at a time in a task's memory (a shuffle partition may hold many groups);
             # the rows that come back are write stats only: a few hundred bytes per file group.
             return frame.groupBy(PARTITION, FG_COLUMN).applyInArrow(write_group, stats_schema).collect()
 
         try:
-            rows = write_job(keyed)
+            rows = run_write_job(keyed)
         except Exception as e:
             if jvm_route is None or INEXACT_ROUTE not in str(e):
                 raise
             # Keys Hudi parses as field:value pairs: their bucket is Python's to compute.  The
             # job stopped in its map stage, before any file was written.
-            rows = write_job(routed_in_python())
+            rows = run_write_job(routed_in_python())
         if not rows:
             _abort(table, inflight)     # the input has no row: nothing to do, no instant left
             return None
