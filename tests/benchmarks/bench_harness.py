@@ -190,11 +190,33 @@ class CaseResult:
         return asdict(self) | {"rows_per_s": round(self.rows_per_s), "ratio": self.ratio}
 
 
+def speed_probe_s() -> float:
+    """Seconds of a fixed single-threaded Python workload (best of 3): the machine's speed at the
+    moment, in numbers.  This VM's speed drifts by up to 2x over hours with the same code (no
+    CPU steal shows in /proc/stat); the probe, recorded beside absolute targets (planning <= 1 s),
+    tells a slow hour from a slower build.  The work resembles planning's: building, sorting,
+    splitting and hashing 50k file-name-like strings."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        names = [f"part={i % 97:05d}/.{i * 7919 % 1_000_003:09d}-0_20250101{i % 86400:06d}.log.{i % 7 + 1}_0-1-0"
+                 for i in range(50_000)]
+        names.sort()
+        by_part: dict[str, list[str]] = {}
+        for name in names:
+            part, _, rest = name.partition("/")
+            by_part.setdefault(part, []).append(rest.split("_")[1])
+        sum(map(hash, "\n".join(names).split("\n")))
+        best = min(best, time.perf_counter() - started)
+    return round(best, 4)
+
+
 class Bench:
     def __init__(self, out: Path, scale: float):
         self.out = out
         self.scale = scale
         self.results: list[CaseResult] = []
+        self.probe_start_s = speed_probe_s()
 
     def rows(self, at_scale_1: int, minimum: int = 10_000) -> int:
         return max(minimum, int(at_scale_1 * self.scale))
@@ -231,10 +253,13 @@ class Bench:
             return
         self.out.mkdir(parents=True, exist_ok=True)
         meta = {"scale": self.scale, "cpus": os.cpu_count(), "python": platform.python_version(),
-                "machine": platform.machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+                "machine": platform.machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "speed_probe_start_s": self.probe_start_s, "speed_probe_end_s": speed_probe_s()}
         (self.out / "report.json").write_text(json.dumps({"meta": meta, "cases": [r.as_dict() for r in self.results]},
                                                          indent=2))
         lines = [f"# tablesvc benchmark report ({meta['when']}, scale {self.scale}, {meta['cpus']} CPUs)", "",
+                 f"Speed probe (a fixed Python workload, best of 3; lower is a faster machine): "
+                 f"{meta['speed_probe_start_s']:.3f} s at the start, {meta['speed_probe_end_s']:.3f} s at the end.", "",
                  "| case | rows | MB | tablesvc s | rows/s | peak RSS MB | baseline | baseline s | ratio | target | met |",
                  "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|"]
         for r in self.results:

@@ -344,6 +344,7 @@ def _planner_case(bench, tables: Tables, op: str, case: str, profile: str, run_s
         run_small(tables.mid.table)()
     # The large case in fresh child processes (cold, as a scheduler starts): the median of 3 runs
     # (one run of the same plan varies by +-25% on this VM), or the first run when it hit the cap.
+    probe = _harness().speed_probe_s()   # the machine's speed right now (bench_harness.speed_probe_s)
     runs = [run_capped(op, tables.big.table)]
     if not runs[0][2]:
         runs += [run_capped(op, tables.big.table) for _ in range(2)]
@@ -354,7 +355,7 @@ def _planner_case(bench, tables: Tables, op: str, case: str, profile: str, run_s
     b = tables.big
     note = (f"rows = data files; {b.label} ({b.timeline_files:,} timeline files, on {tables.where}); baseline = the "
             f"same operation on {tables.small.label}; {tables.mid.label}: {mid.seconds:.2f} s.  Cost grows ~ files^{k}; "
-            f"large runs (fresh processes): {big.runs} s, median recorded")
+            f"large runs (fresh processes): {big.runs} s, median recorded; speed probe just before: {probe:.3f} s")
     if capped:
         note += (f"; the large run was stopped at the {CAP_S:.0f} s cap (TABLESVC_BENCH_CAP_S): its time is a "
                  f"lower bound; the growth predicts ~{predicted} s")
@@ -364,7 +365,7 @@ def _planner_case(bench, tables: Tables, op: str, case: str, profile: str, run_s
                  small_files=tables.small.data_files, small_s=round(small.seconds, 3),
                  mid_files=tables.mid.data_files, mid_s=round(mid.seconds, 3), growth_exponent=k,
                  predicted_big_s=predicted, delta_commits=b.delta_commits, timeline_files=b.timeline_files,
-                 build_s=b.build_s, storage=tables.where)
+                 build_s=b.build_s, storage=tables.where, speed_probe_s=probe)
 
 
 def test_compaction_scheduling_plan(bench, tables):
