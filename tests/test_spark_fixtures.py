@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 
 import pyarrow as pa
@@ -83,6 +82,40 @@ def test_upsert_and_delete_into_a_table_hudi_wrote(tmp_path, spark):
     assert "rider-E" not in final and len(final) == 8
     ours = {r["rider"] for r in table.read(spark=spark).collect()}
     assert ours == final
+
+
+def test_colliding_group_hashes_in_a_table_hudi_wrote(tmp_path, spark, monkeypatch):
+    """Lookup index, with one group hash for every row (as if all file groups collided): updates
+    of keys in several file groups and new keys in several partitions are split again per file
+    group; hudi-rs reads every update and insert, and the updates went into their file groups."""
+    from pyspark.sql import functions as F
+
+    from tablesvc.spark import write_job
+
+    monkeypatch.setattr(write_job, "group_column", lambda: F.lit(0).cast("long"))
+    path = copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)
+    table = Table.open(str(path))
+    before = {r["uuid"]: r for r in hudi_table(path).to_pylist()}
+    groups_before = {s.file_id for s in table.latest_file_slices()}
+    cols = ["ts", "uuid", "rider", "driver", "fare", "city"]
+    updates = [dict(r, fare=r["fare"] + 100, ts=r["ts"] + 1) for r in before.values()]
+    cities = sorted({r["city"] for r in before.values()})
+    news = [dict(updates[0], uuid=f"new-{c}", rider=f"rider-new-{c}", city=c, fare=1.0) for c in cities]
+    assert len(cities) > 1 and len({r["_hoodie_file_name"].split("_")[0] for r in before.values()}) > 1
+    df = spark.createDataFrame([tuple(r[c] for c in cols) for r in updates + news],
+                               "ts long, uuid string, rider string, driver string, fare double, city string")
+    result = table.upsert(df)
+    assert result.updates == len(updates) and result.inserts == len(news)
+    after = {r["uuid"]: r for r in hudi_table(path).to_pylist()}
+    assert {k: (r["fare"], r["city"]) for k, r in after.items()} == \
+        {r["uuid"]: (r["fare"], r["city"]) for r in updates + news}
+    # every old key is still in its file group; each new key's group holds keys of its city only
+    for key, r in before.items():
+        assert after[key]["_hoodie_file_name"].split("_")[0] == r["_hoodie_file_name"].split("_")[0], key
+    new_groups = {s.file_id: s.partition for s in table.latest_file_slices()}
+    assert len(set(new_groups) - groups_before) == len(cities)
+    for c in cities:
+        assert new_groups[after[f"new-{c}"]["_hoodie_file_name"].split("_")[0]].endswith(c)
 
 
 def test_a_null_key_into_a_table_hudi_wrote_changes_nothing(tmp_path, spark):

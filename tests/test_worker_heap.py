@@ -120,5 +120,5 @@ def test_the_write_task_functions_freeze_before_anything_else(monkeypatch):
     assert calls == ["freeze"] * 2 and len(routed) == 2
     write_group = write_job._write_groups(None, {}, None, None, ("id", "city"), spec)
     with pytest.raises(KeyError):
-        write_group(pa.table({"id": ["a"]}))     # no routing columns: fails after the hook
+        list(write_group(iter([pa.record_batch({"id": ["a"]})])))     # no routing columns: fails after the hook
     assert calls == ["freeze"] * 3

@@ -313,6 +313,69 @@ def test_write_task_refuses_a_row_routed_to_another_file_group():
         _check_routing(mine, "city=sao_paulo", str(ids[0]), buckets, spec)
 
 
+def test_a_write_task_takes_each_run_of_its_sorted_rows_as_one_group():
+    """The write job's tasks get their rows sorted by the group hash, in batches that cut runs
+    anywhere: each run comes out whole, in order, across batch boundaries and empty batches."""
+    from tablesvc.spark.write_job import GROUP_COLUMN, consecutive_groups
+
+    ids = [7, 7, 7, -3, -3, 5, 9, 9, 9, 9, 2]
+    rows = pa.table({GROUP_COLUMN: pa.array(ids, pa.int64()), "n": list(range(len(ids)))})
+    for cuts in ([], [3], [1, 2, 6], [4, 5, 10], list(range(1, len(ids)))):
+        bounds = [0, *cuts, len(ids)]
+        batches = [rows.slice(a, b - a).combine_chunks().to_batches()[0] if b > a
+                   else pa.RecordBatch.from_pylist([], schema=rows.schema)
+                   for a, b in zip(bounds, bounds[1:])]
+        batches.insert(1, pa.RecordBatch.from_pylist([], schema=rows.schema))   # an empty batch too
+        groups = list(consecutive_groups(iter(batches)))
+        assert [g.column(GROUP_COLUMN).to_pylist() for g in groups] == [[7] * 3, [-3] * 2, [5], [9] * 4, [2]], cuts
+        assert [n for g in groups for n in g.column("n").to_pylist()] == list(range(len(ids)))
+    assert list(consecutive_groups(iter([]))) == []
+
+
+def test_file_groups_sharing_a_group_hash_are_split_again():
+    """Two file groups whose hashes collide arrive as one run: the task splits it per (partition
+    path, file group), null file groups (new groups of an insert) included, rows in order."""
+    from tablesvc.spark.write_job import FG_COLUMN, PARTITION, split_file_groups
+
+    rows = pa.table({PARTITION: ["a", "b", "a", "a", "b", "a"], FG_COLUMN: ["1", "1", None, "1", "1", None],
+                     "n": [0, 1, 2, 3, 4, 5]})
+    parts = split_file_groups(rows)
+    assert [(p.column(PARTITION)[0].as_py(), p.column(FG_COLUMN)[0].as_py(), p.column("n").to_pylist())
+            for p in parts] == [("a", "1", [0, 3]), ("b", "1", [1, 4]), ("a", None, [2, 5])]
+    one = rows.filter(pa.array([True, False, False, True, False, False]))
+    assert split_file_groups(one) == [one]
+
+
+def test_a_hash_collision_of_every_file_group_still_writes_each_alone(tmp_path, spark, monkeypatch):
+    """The write job with one group hash for all rows (as if every file group collided): each file
+    group is still written alone, and tablesvc and hudi-rs read the model (the lookup index:
+    test_spark_fixtures.py)."""
+    from pyspark.sql import functions as F
+
+    from tablesvc.spark import write_job
+    from tablesvc.write import BucketSpec, bucket_of_file_id
+
+    monkeypatch.setattr(write_job, "group_column", lambda: F.lit(0).cast("long"))
+    rng = random.Random(11)
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), num_buckets=4))
+    model = Model()
+    first = make_rows(rng, [f"k{i:03d}" for i in range(90)], 1_000)
+    model.upsert(first)
+    table.insert(df_of(spark, first))
+    second = make_rows(rng, [f"k{i:03d}" for i in range(0, 120, 2)], 5_000)   # all 3 cities, new keys too
+    model.upsert(second)
+    result = table.upsert(df_of(spark, second))
+    check(table, spark, model, BASE_COLUMNS, "upsert with colliding group hashes")
+    groups = file_keys(tmp_path / "t")
+    assert len(groups) == 12 and result.files_written == 12    # 3 cities x 4 buckets, a log file each
+    spec = BucketSpec.from_props(table.config.props)
+    city_of = {r["uuid"]: r["city"] for r in first + second}
+    for file_id, keys in groups.items():
+        assert set(spec.bucket_ids(pa.array(keys, pa.string()), ("uuid",)).to_pylist()) == \
+            {bucket_of_file_id(file_id)}, file_id
+        assert len({city_of[k] for k in keys}) == 1, file_id
+
+
 def test_sql_literals_of_the_jvm_routing_keep_every_character(spark):
     """The routing expressions are SQL text: names and values with quotes, backslashes and
     non-ASCII characters must come out of Spark's parser unchanged."""
