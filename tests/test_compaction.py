@@ -580,6 +580,27 @@ def test_streamed_create_is_atomic_and_exclusive(tmp_path):
         assert f.read() == b"def"
 
 
+def test_an_empty_file_is_created_exclusively_without_a_temporary_copy(tmp_path, monkeypatch):
+    """Markers and most requested / inflight instants are empty: created under their final name
+    at once (nothing partial can show), exclusive like every create, the folder fsynced."""
+    from tablesvc.storage import LocalStorage, local
+
+    storage = LocalStorage()
+    synced, links = [], []
+    monkeypatch.setattr(LocalStorage, "_fsync_dir", staticmethod(lambda d: synced.append(d)))
+    monkeypatch.setattr(local.os, "link", lambda *a: links.append(a))
+    path = tmp_path / "deep" / "folder" / "x.marker.APPEND"
+    storage.write_new(str(path), b"")
+    assert path.is_file() and path.read_bytes() == b"" and synced == [str(path.parent)] and links == []
+    assert sorted(p.name for p in path.parent.iterdir()) == ["x.marker.APPEND"]
+    with pytest.raises(FileExistsError):
+        storage.write_new(str(path), b"")
+    path.write_bytes(b"kept")
+    with pytest.raises(FileExistsError):
+        storage.write_new(str(path), b"")
+    assert path.read_bytes() == b"kept"
+
+
 @pytest.mark.spark
 def test_dictionary_read_columns_are_written_from_their_dictionaries_and_read_back_plain(tmp_path, spark):
     """Low-cardinality string columns go from the old base file's dictionary to the new one's

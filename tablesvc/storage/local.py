@@ -65,12 +65,24 @@ class LocalStorage:
 
     def write_new(self, path: str, data: bytes) -> None:
         path = _strip_scheme(path)
+        if not data:
+            self._create_empty(path)
+            return
         tmp = self._write_temp(path, data)
         try:
             os.link(tmp, path)
         finally:
             os.unlink(tmp)
         self._fsync_dir(os.path.dirname(path))
+
+    def _create_empty(self, path: str) -> None:
+        """An empty file (markers, most requested and inflight instants) has no content that
+        could show half-written, so it is created exclusively under its final name: no
+        temporary copy, no fsync of its own; the directory's fsync makes the name durable."""
+        directory = os.path.dirname(path)
+        os.makedirs(directory or ".", exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        self._fsync_dir(directory)
 
     def write_new_from(self, path: str, write: Callable[[BinaryIO], None]) -> int:
         """``write_new`` for streamed content: ``write`` fills the temporary file, which is then
