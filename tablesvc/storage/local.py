@@ -31,6 +31,7 @@ class LocalStorage:
     flushed to disk, then hard-linked to its final name.  ``link`` fails when the
     target exists, so creation is exclusive, and the final name only ever shows
     the whole content.  The directory is fsynced so the name survives a crash.
+    An empty file is created exclusively under its final name (``_create_empty``).
     """
 
     def read_bytes(self, path: str) -> bytes:
