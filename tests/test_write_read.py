@@ -330,6 +330,13 @@ def test_a_write_task_takes_each_run_of_its_sorted_rows_as_one_group():
         assert [g.column(GROUP_COLUMN).to_pylist() for g in groups] == [[7] * 3, [-3] * 2, [5], [9] * 4, [2]], cuts
         assert [n for g in groups for n in g.column("n").to_pylist()] == list(range(len(ids)))
     assert list(consecutive_groups(iter([]))) == []
+    # rows that were not sorted: a group met again would be written twice, so the task fails
+    from tablesvc.errors import TablesvcError
+
+    unsorted = pa.table({GROUP_COLUMN: pa.array([7, 7, 3, 7], pa.int64()), "n": [0, 1, 2, 3]})
+    for batches in (unsorted.to_batches(), [unsorted.slice(0, 2).to_batches()[0], unsorted.slice(2).to_batches()[0]]):
+        with pytest.raises(TablesvcError, match="group 7 arrived in two runs"):
+            list(consecutive_groups(iter(batches)))
 
 
 def test_file_groups_sharing_a_group_hash_are_split_again():

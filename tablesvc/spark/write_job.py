@@ -424,8 +424,10 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
 
 def consecutive_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
     """The rows of each run of equal ``GROUP_COLUMN`` values, batches sorted by it: one file
-    group's rows at a time in memory (the batches of the run, not copied)."""
-    current, pieces = None, []
+    group's rows at a time in memory (the batches of the run, not copied).  A value met again
+    after its run ended means the rows were not sorted: writing its file group a second time
+    would split it, so the task fails instead."""
+    current, pieces, done = None, [], set()
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -433,10 +435,15 @@ def consecutive_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
         starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
         ends = np.append(starts[1:], len(ids))
         for start, end in zip(starts.tolist(), ends.tolist()):
-            if pieces and ids[start] != current:
+            value = int(ids[start])
+            if pieces and value != current:
                 yield pa.Table.from_batches(pieces)
                 pieces = []
-            current = ids[start]
+                done.add(current)
+            if value in done:
+                raise TablesvcError(f"write task: the rows of group {value} arrived in two runs; the write "
+                                    "job's sort by the group hash did not hold")
+            current = value
             pieces.append(batch.slice(start, end - start))
     if pieces:
         yield pa.Table.from_batches(pieces)
