@@ -154,8 +154,9 @@ class CrashingStorage:
             f.write(data[: max(1, len(data) // 2)])
 
     def write_new(self, path, data):
+        # an empty file is created in place (LocalStorage.write_new): a crash leaves no temp copy
         return self._counted("write_new", path, lambda: self._inner.write_new(path, data),
-                             lambda: self._leave_temp_copy(path, data))
+                             (lambda: self._leave_temp_copy(path, data)) if data else None)
 
     def write_new_from(self, path, write):
         def torn():

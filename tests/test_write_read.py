@@ -383,6 +383,62 @@ def test_a_hash_collision_of_every_file_group_still_writes_each_alone(tmp_path, 
         assert len({city_of[k] for k in keys}) == 1, file_id
 
 
+class _Conf:
+    """Spark SQL settings changed for a block, restored after it."""
+
+    def __init__(self, spark, settings: dict[str, str]):
+        self.spark, self.settings, self.before = spark, settings, {}
+
+    def __enter__(self):
+        for key, value in self.settings.items():
+            self.before[key] = self.spark.conf.get(key, None)
+            self.spark.conf.set(key, value)
+
+    def __exit__(self, *exc):
+        for key, value in self.before.items():
+            if value is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, value)
+
+
+def test_the_write_job_asks_for_few_partitions_where_nothing_coalesces_them(spark):
+    """mapInArrow runs a Python task for every shuffle partition, empty ones too: without adaptive
+    coalescing the write asks for the default parallelism (at most the shuffle partitions)."""
+    from tablesvc.spark.write_job import write_partitions
+
+    cores = spark.sparkContext.defaultParallelism
+    assert write_partitions(spark) is None     # the fixture's session: AQE on
+    aqe, coalesce, shuffle = ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled",
+                              "spark.sql.shuffle.partitions")
+    for settings, expected in (({aqe: "false", shuffle: "200"}, cores), ({coalesce: "false", shuffle: "200"}, cores),
+                               ({aqe: "false", shuffle: "1"}, 1), ({aqe: "true", shuffle: "200"}, None)):
+        with _Conf(spark, settings):
+            assert write_partitions(spark) == expected, settings
+
+
+def test_file_groups_crossing_batches_in_one_task_are_written_whole(tmp_path, spark):
+    """The real group hash and its sort, with tiny Arrow batches (7 rows) and AQE off (4 write
+    tasks for 12 file groups): each task meets several file groups whose rows span batches, and
+    each is written once, whole; tablesvc and hudi-rs read the model."""
+    from tablesvc.write import BucketSpec, bucket_of_file_id
+
+    rng = random.Random(5)
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), num_buckets=4))
+    model = Model()
+    with _Conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "7", "spark.sql.adaptive.enabled": "false"}):
+        for ts, keys in ((1_000, range(150)), (5_000, range(0, 200, 2))):
+            batch = make_rows(rng, [f"k{i:03d}" for i in keys], ts)
+            model.upsert(batch)
+            result = table.upsert(df_of(spark, batch))
+            assert result.files_written == 12, result      # 3 cities x 4 buckets, one file each
+    check(table, spark, model, BASE_COLUMNS, "writes in 7-row batches")
+    spec = BucketSpec.from_props(table.config.props)
+    for file_id, keys in file_keys(tmp_path / "t").items():
+        assert set(spec.bucket_ids(pa.array(keys, pa.string()), ("uuid",)).to_pylist()) == \
+            {bucket_of_file_id(file_id)}, file_id
+
+
 def test_sql_literals_of_the_jvm_routing_keep_every_character(spark):
     """The routing expressions are SQL text: names and values with quotes, backslashes and
     non-ASCII characters must come out of Spark's parser unchanged."""

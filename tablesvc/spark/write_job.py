@@ -12,9 +12,10 @@ Steps, and what a crash at each one leaves (docs/write-path.md has the full tabl
    a join with the keys of the latest file slices.  Routing runs before the shuffle, so a
    null or empty record key fails the job there, before any task of step 4 starts.
 4. Write: rows partitioned and sorted by a hash of (partition, file group), then
-   ``mapInArrow`` — one file group at a time (``group_column``): it computes the record keys (and checks the routing), dedupes the batch by key and writes a
-   base file (new group) or one log file (existing group); a marker is created before each
-   file, each file appears whole.  Tasks return write stats only.
+   ``mapInArrow`` — one file group at a time (``group_column``): it computes the record
+   keys (and checks the routing), dedupes the batch by key and writes a base file (new
+   group) or one log file (existing group); a marker is created before each file, each
+   file appears whole.  Tasks return write stats only.
 5. Reconcile: files that have a marker but no write stat (failed task attempts) are
    deleted.
 6. Complete ``T`` under the table lock with commit metadata (every write stat and the
@@ -422,6 +423,20 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
     return run
 
 
+def write_partitions(spark) -> int | None:
+    """How many shuffle partitions the write job asks for: None (``spark.sql.shuffle.partitions``)
+    where adaptive execution coalesces them, else the session's default parallelism, at most the
+    shuffle partitions.  ``mapInArrow`` runs a Python task for every partition, empty or not:
+    with adaptive execution off and 200 shuffle partitions, an upsert of 3,000 rows into 15 file
+    groups took 2.65 s, and 0.34 s in as many partitions as cores (local[2], medians of 4)."""
+    conf = spark.conf
+    if conf.get("spark.sql.adaptive.enabled", "true").lower() == "true" and \
+            conf.get("spark.sql.adaptive.coalescePartitions.enabled", "true").lower() == "true":
+        return None
+    shuffle = int(conf.get("spark.sql.shuffle.partitions", "200"))
+    return max(1, min(shuffle, spark.sparkContext.defaultParallelism))
+
+
 def consecutive_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
     """The rows of each run of equal ``GROUP_COLUMN`` values, batches sorted by it: one file
     group's rows at a time in memory (the batches of the run, not copied).  A value met again
@@ -616,8 +631,9 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
             # One file group at a time in a task's memory (a shuffle partition may hold many);
             # the rows that come back are write stats only: a few hundred bytes per file group.
             grouped = frame.withColumn(GROUP_COLUMN, group_column())
-            return (grouped.repartition(GROUP_COLUMN).sortWithinPartitions(GROUP_COLUMN)
-                    .mapInArrow(write_group, stats_schema).collect())
+            n = write_partitions(spark)
+            spread = grouped.repartition(GROUP_COLUMN) if n is None else grouped.repartition(n, GROUP_COLUMN)
+            return spread.sortWithinPartitions(GROUP_COLUMN).mapInArrow(write_group, stats_schema).collect()
 
         try:
             rows = run_write_job(keyed)

@@ -79,7 +79,8 @@ class LocalStorage:
     def _create_empty(self, path: str) -> None:
         """An empty file (markers, most requested and inflight instants) has no content that
         could show half-written, so it is created exclusively under its final name: no
-        temporary copy, no fsync of its own; the directory's fsync makes the name durable."""
+        temporary copy, no fsync of its own; the directory's fsync makes the name durable.
+        ``O_EXCL`` is atomic on local file systems (and NFS from version 3), as ``link`` is."""
         directory = os.path.dirname(path)
         os.makedirs(directory or ".", exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
