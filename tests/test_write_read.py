@@ -439,6 +439,51 @@ def test_file_groups_crossing_batches_in_one_task_are_written_whole(tmp_path, sp
             {bucket_of_file_id(file_id)}, file_id
 
 
+def _blocks_of(path, instant: str) -> set:
+    """Block types of the log files of the table at ``path`` that hold blocks of ``instant``."""
+    from tablesvc.logformat import read_log_file
+    from tablesvc.storage import LocalStorage
+
+    types = set()
+    for f in path.rglob(".*.log.*"):
+        for block in read_log_file(LocalStorage(), str(f)).blocks:
+            if block.instant_time == instant:
+                types.add(block.block_type.name)
+    return types
+
+
+def test_the_log_block_format_follows_hoodie_logfile_data_block_format(tmp_path, spark):
+    """``hoodie.logfile.data.block.format`` (Hudi's key) picks the data block format of a write's
+    log files, from the write's config or the table's .hoodie/tablesvc.yaml; an explicit
+    ``log_block_format`` wins; hudi-rs reads every write; a malformed value names the key."""
+    from tablesvc.config import build_config
+    from tablesvc.errors import ConfigError
+
+    rng = random.Random(3)
+    path = tmp_path / "t"
+    table = Table.create(str(path), TableSpec("t", ("uuid",), "ts", ("city",), num_buckets=2))
+    model = Model()
+    first = make_rows(rng, [f"k{i:03d}" for i in range(30)], 1_000)
+    model.upsert(first)
+    table.insert(df_of(spark, first))
+    parquet = build_config(conf={"hoodie.logfile.data.block.format": "PARQUET"})
+
+    def upsert(ts, **options):
+        batch = make_rows(rng, [f"k{i:03d}" for i in range(0, 30, 2)], ts)
+        model.upsert(batch)
+        result = table.upsert(df_of(spark, batch), **options)
+        check(table, spark, model, BASE_COLUMNS, f"upsert at {ts} with {options}")
+        return _blocks_of(path, result.instant)
+
+    assert upsert(2_000) == {"AVRO_DATA"}                                   # Hudi's default
+    assert upsert(3_000, config=parquet) == {"PARQUET_DATA"}
+    assert upsert(4_000, config=parquet, log_block_format="avro") == {"AVRO_DATA"}
+    (path / ".hoodie" / "tablesvc.yaml").write_text("hoodie.logfile.data.block.format: parquet\n")
+    assert upsert(5_000) == {"PARQUET_DATA"}                                 # the table's own config
+    with pytest.raises(ConfigError, match="hoodie.logfile.data.block.format"):
+        build_config(conf={"hoodie.logfile.data.block.format": "orc"})
+
+
 def test_sql_literals_of_the_jvm_routing_keep_every_character(spark):
     """The routing expressions are SQL text: names and values with quotes, backslashes and
     non-ASCII characters must come out of Spark's parser unchanged."""

@@ -19,8 +19,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--input", required=True, help="input file or folder")
     p.add_argument("--input-format", choices=FORMATS, help="default: from the file extension")
     p.add_argument("--operation", default="upsert", choices=["insert", "upsert", "delete"])
-    p.add_argument("--log-block-format", default="avro", choices=["avro", "parquet"],
-                   help="data block format for updates (hoodie.logfile.data.block.format)")
+    p.add_argument("--log-block-format", choices=["avro", "parquet"],
+                   help="data block format for updates (default: hoodie.logfile.data.block.format, avro)")
     p.add_argument("--spark-profile", help="Spark profile name in spark_conf/ or a YAML path (default: local)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(run=run)

@@ -101,6 +101,11 @@ _KEYS = [
               "KEEP_LATEST_FILE_VERSIONS: slices kept per file group."),
     ConfigKey("hoodie.cleaner.hours.retained", 24, _parse_float(0), "KEEP_LATEST_BY_HOURS: hours kept."),
     ConfigKey("hoodie.cleaner.incremental.mode", True, _parse_bool, "Plan cleaning from the last clean on."),
+    # writes
+    ConfigKey("hoodie.logfile.data.block.format", "avro",
+              lambda key, raw: _parse_choice("AVRO", "PARQUET")(key, raw).lower(),
+              "Data block format of the log files a write appends: avro (Hudi's default) or parquet "
+              "(faster to write and to read; docs/performance.md)."),
     # failed writes, heartbeats, locks
     ConfigKey("hoodie.cleaner.policy.failed.writes", "EAGER", _parse_choice("EAGER", "LAZY", "NEVER"),
               "When failed writes are rolled back."),

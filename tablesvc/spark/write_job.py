@@ -521,8 +521,11 @@ def _abort(table, instant) -> None:
 
 
 def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
-                    log_block_format: str = "avro", config=None) -> WriteResult | None:
+                    log_block_format: str | None = None, config=None) -> WriteResult | None:
     """Write a Spark DataFrame into ``table``; ``None`` when the input is empty (nothing to do).
+
+    ``log_block_format`` (avro or parquet) defaults to ``hoodie.logfile.data.block.format``
+    in ``config``.
 
     After the commit, the inline services ``config`` enables run in the same Spark session
     (docs/services.md); ``config`` defaults to the table's ``.hoodie/tablesvc.yaml`` over
@@ -561,6 +564,8 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
 
         config = load_config(table.storage, table_path=table.base_path)
     data_columns = tuple(f["name"] for f in json.loads(data_schema)["fields"])
+    if log_block_format is None:
+        log_block_format = config.get("hoodie.logfile.data.block.format")
 
     # Hudi's EAGER failed-writes policy: a write killed earlier is rolled back before this
     # one starts, so one crash never blocks the table (docs/rollback.md).
