@@ -51,15 +51,16 @@ def test_in_a_task_it_collects_then_freezes_once_per_task(monkeypatch, in_a_task
     frozen = gc.get_freeze_count()
     assert frozen > 0
     assert not any(o is kept for o in gc.get_objects()), "a live object should be frozen, not walked"
-    # the same task again: nothing more
+    # the same task again: nothing more (the count can only drop, as frozen objects die: other
+    # threads of the test process free some now and then)
     assert worker_heap.freeze_worker_heap() is False
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
     # the next task, with the real threshold: far fewer objects are unfrozen now, so nothing
     in_a_task["id"] = 8
     monkeypatch.setattr(worker_heap, "REFREEZE_OBJECTS", real_threshold)
     assert len(gc.get_objects()) < real_threshold
     assert worker_heap.freeze_worker_heap() is False
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
 
 
 def test_a_process_freezes_at_most_max_freezes_times(monkeypatch, in_a_task, unfreeze_after):
