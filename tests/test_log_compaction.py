@@ -99,8 +99,10 @@ def valid_instants(table: Table, s) -> list[str]:
     return sorted({sb.block.instant_time for sb in sel.blocks}, reverse=True)
 
 
-@pytest.mark.parametrize("version", [6, 8])
-def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, version):
+@pytest.mark.parametrize("version,block_format", [(6, "avro"), (8, "avro"), (6, "parquet"), (8, "parquet")])
+def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, version, block_format):
+    """Log compaction on v6 and v8, its data block in the format hoodie.logfile.data.block.format
+    names (as a write's): hudi-rs and tablesvc read the same snapshot after it."""
     table, instants, deleted = busy_table(tmp_path, version)
     before_hudi, before_ours = hudi_rows(table.base_path), our_rows(table)
     assert before_hudi == before_ours and not any(r[0] in deleted for r in before_ours)
@@ -117,7 +119,7 @@ def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, v
     assert plan.version == 2 and plan.operations[0].file_id == s.file_id
     assert [r["state"] for r in list_log_compactions(table)] == ["requested"]
 
-    results = run_log_compaction(table, config=config())
+    results = run_log_compaction(table, config=config(**{"hoodie.logfile.data.block.format": block_format}))
     assert [r.status for r in results] == [Status.DONE] and results[0].instant == lc
     table = Table.open(table.base_path)
     assert hudi_rows(table.base_path) == before_hudi
@@ -138,7 +140,8 @@ def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, v
         top = max(lf.name.version for lf in s.log_files)
         assert name.startswith(f".{s.file_id}_{s.base_instant}.log.{top + 1}_")
     blocks = read_log_file(table.storage, new_log).blocks
-    assert [b.block_type for b in blocks] == [BlockType.AVRO_DATA, BlockType.DELETE]
+    data_block = BlockType.PARQUET_DATA if block_format == "parquet" else BlockType.AVRO_DATA
+    assert [b.block_type for b in blocks] == [data_block, BlockType.DELETE]
     for b in blocks:
         assert b.instant_time == lc
         assert b.get(HeaderKey.COMPACTED_BLOCK_TIMES) == ",".join(merged_instants)
@@ -154,6 +157,16 @@ def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, v
     # Everything is compacted into one block now: below the threshold, and says so.
     again = schedule_log_compaction(table, config())
     assert again.status is Status.NOTHING_TO_DO and "below the threshold" in again.reason
+
+
+def test_a_malformed_block_format_fails_before_the_plan_moves(tmp_path):
+    from tablesvc.errors import ConfigError
+
+    table, _, _ = busy_table(tmp_path, 8)
+    lc = schedule_log_compaction(table, config()).instant
+    with pytest.raises(ConfigError, match="hoodie.logfile.data.block.format"):
+        run_log_compaction(table, config={"hoodie.logfile.data.block.format": "orc"})
+    assert table.timeline().require(lc).state is State.REQUESTED
 
 
 def test_a_major_compaction_on_top_reads_the_same(tmp_path):

@@ -25,10 +25,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from tablesvc.errors import ConflictError, InvalidInputError
+from tablesvc.config.values import config_value
+from tablesvc.errors import ConfigError, ConflictError, InvalidInputError
 from tablesvc.fsview.names import LogFileName
 from tablesvc.logformat import (
     BlockType, DeleteRecord, HeaderKey, LogBlock, avro_data_block, encode_blocks, encode_delete_records, new_header,
+    parquet_data_block,
 )
 from tablesvc.merge import ReadContext, log_inputs, merge_records, select_blocks
 from tablesvc.merge.context import EVENT_TIME_ORDERING
@@ -64,6 +66,7 @@ class LogCompactionTask:
     schema_json: str                    # data schema (no meta fields)
     table_version: int
     first_version: int                  # v6: max existing version + 1; v8/v9: 1
+    block_format: str = "avro"          # of the compacted data block: hoodie.logfile.data.block.format
 
     @property
     def name_instant(self) -> str:
@@ -138,14 +141,17 @@ def _not_less(a: Any, b: Any) -> bool:
         return True
 
 
-def compacted_blocks(instant: str, schema_json: str, merged: MergedLog) -> list[LogBlock]:
-    """``[data block]`` (always, possibly empty) ``+ [delete block]`` (when a key ends deleted),
-    both with ``INSTANT_TIME=instant`` and ``COMPACTED_BLOCK_TIMES``."""
+def compacted_blocks(instant: str, schema_json: str, merged: MergedLog, block_format: str = "avro") -> list[LogBlock]:
+    """``[data block]`` (always, possibly empty; Avro or Parquet) ``+ [delete block]`` (when a
+    key ends deleted), both with ``INSTANT_TIME=instant`` and ``COMPACTED_BLOCK_TIMES``."""
     full_schema = with_meta_fields(schema_json)
     times = (HeaderKey.COMPACTED_BLOCK_TIMES, ",".join(merged.instants))
     # An Arrow table goes to the column-wise Avro encoder (no per-record Python)
     rows = align_to_schema(merged.records, full_schema)
-    blocks = [avro_data_block(instant, full_schema, rows, extra_header=[times])]
+    if block_format == "parquet":
+        blocks = [parquet_data_block(instant, full_schema, rows, extra_header=[times])]
+    else:
+        blocks = [avro_data_block(instant, full_schema, rows, extra_header=[times])]
     if merged.deletes:
         header = new_header([(HeaderKey.INSTANT_TIME, instant), (HeaderKey.SCHEMA, full_schema), times])
         blocks.append(LogBlock(BlockType.DELETE, header, encode_delete_records(list(merged.deletes))))
@@ -161,7 +167,7 @@ def log_compact_file_group(storage: Storage, ctx: ReadContext, task: LogCompacti
         raise ConflictError(f"log compaction {task.instant}: file group {task.file_id} has no valid log block "
                             "in its planned log files any more (rolled back?); roll it back and reschedule")
     scan_ms = int((time.monotonic() - started) * 1000)
-    data = encode_blocks(compacted_blocks(task.instant, task.schema_json, merged))
+    data = encode_blocks(compacted_blocks(task.instant, task.schema_json, merged, task.block_format))
     name, version = write_new_log_file(storage, ctx.base_path, task.instant, task.partition, task.file_id,
                                        task.name_instant, task.first_version, token, data)
     prev = task.base_instant if task.table_version < 8 else task.instant
@@ -192,7 +198,8 @@ def _slice_log_names(table, partition: str, file_id: str, name_instant: str) -> 
     return out
 
 
-def _tasks(table, plan: CompactionPlan, instant: str, schema_json: str) -> list[LogCompactionTask]:
+def _tasks(table, plan: CompactionPlan, instant: str, schema_json: str,
+           block_format: str = "avro") -> list[LogCompactionTask]:
     tasks = []
     version = table.config.version
     for op in plan.operations or ():
@@ -212,8 +219,17 @@ def _tasks(table, plan: CompactionPlan, instant: str, schema_json: str) -> list[
             instant=instant, partition=partition, file_id=op.file_id, base_instant=op.base_instant_time,
             base_file=op.data_file_path.rsplit("/", 1)[-1] if op.data_file_path else None, log_files=logs,
             log_bytes=int((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0)), schema_json=schema_json,
-            table_version=version, first_version=first))
+            table_version=version, first_version=first, block_format=block_format))
     return tasks
+
+
+def _block_format(config: Any) -> str:
+    """The compacted data block's format, as a write's (``hoodie.logfile.data.block.format``)."""
+    key = "hoodie.logfile.data.block.format"
+    value = str(config_value(config, key, "avro")).strip().lower()
+    if value not in ("avro", "parquet"):
+        raise ConfigError(f"{key}: expected one of AVRO, PARQUET, got {value!r}")
+    return value
 
 
 def _v6_order_check(table, tasks: list[LogCompactionTask], stats: dict[str, list[WriteStat]]):
@@ -256,6 +272,7 @@ def _recover_inflight(table, instant: Instant, config: Any, fence: Fence | None)
 
 def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) -> ServiceResult:
     started = time.monotonic()
+    block_format = _block_format(config)    # a malformed value fails here, before anything moves
     current = pending_plan(table, instant_ts, Action.LOG_COMPACTION, ACTION, "log compaction")
     if isinstance(current, ServiceResult):
         return current
@@ -276,7 +293,7 @@ def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) ->
         schema_json = ctx.table_schema_json or table.schema(timeline)
         if not schema_json:
             raise InvalidInputError(f"log compaction {instant_ts}: the table has no schema")
-        tasks = _tasks(table, plan, instant_ts, schema_json)
+        tasks = _tasks(table, plan, instant_ts, schema_json, block_format)
         stats = run_file_group_tasks(table, ctx, tasks, log_compact_file_group, spark, in_process=spark is None)
         remove_orphans(table, instant_ts, stats, fence)
         latest_schema = table.schema(table.timeline()) or schema_json
