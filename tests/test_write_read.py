@@ -316,7 +316,7 @@ def test_write_task_refuses_a_row_routed_to_another_file_group():
 def test_a_write_task_takes_each_run_of_its_sorted_rows_as_one_group():
     """The write job's tasks get their rows sorted by the group hash, in batches that cut runs
     anywhere: each run comes out whole, in order, across batch boundaries and empty batches."""
-    from tablesvc.spark.write_job import GROUP_COLUMN, consecutive_groups
+    from tablesvc.spark.write_groups import GROUP_COLUMN, consecutive_groups
 
     ids = [7, 7, 7, -3, -3, 5, 9, 9, 9, 9, 2]
     rows = pa.table({GROUP_COLUMN: pa.array(ids, pa.int64()), "n": list(range(len(ids)))})
@@ -333,16 +333,19 @@ def test_a_write_task_takes_each_run_of_its_sorted_rows_as_one_group():
     # rows that were not sorted: a group met again would be written twice, so the task fails
     from tablesvc.errors import TablesvcError
 
-    unsorted = pa.table({GROUP_COLUMN: pa.array([7, 7, 3, 7], pa.int64()), "n": [0, 1, 2, 3]})
+    from tablesvc.spark.write_groups import FG_COLUMN, PARTITION
+
+    unsorted = pa.table({GROUP_COLUMN: pa.array([7, 7, 3, 7], pa.int64()), "n": [0, 1, 2, 3],
+                         PARTITION: ["city=a", "city=a", "city=b", "city=a"], FG_COLUMN: ["2", "2", "0", "2"]})
     for batches in (unsorted.to_batches(), [unsorted.slice(0, 2).to_batches()[0], unsorted.slice(2).to_batches()[0]]):
-        with pytest.raises(TablesvcError, match="group 7 arrived in two runs"):
+        with pytest.raises(TablesvcError, match="file group '2' of partition 'city=a' arrived in two runs"):
             list(consecutive_groups(iter(batches)))
 
 
 def test_file_groups_sharing_a_group_hash_are_split_again():
     """Two file groups whose hashes collide arrive as one run: the task splits it per (partition
     path, file group), null file groups (new groups of an insert) included, rows in order."""
-    from tablesvc.spark.write_job import FG_COLUMN, PARTITION, split_file_groups
+    from tablesvc.spark.write_groups import FG_COLUMN, PARTITION, split_file_groups
 
     rows = pa.table({PARTITION: ["a", "b", "a", "a", "b", "a"], FG_COLUMN: ["1", "1", None, "1", "1", None],
                      "n": [0, 1, 2, 3, 4, 5]})
@@ -405,7 +408,7 @@ class _Conf:
 def test_the_write_job_asks_for_few_partitions_where_nothing_coalesces_them(spark):
     """mapInArrow runs a Python task for every shuffle partition, empty ones too: without adaptive
     coalescing the write asks for the default parallelism (at most the shuffle partitions)."""
-    from tablesvc.spark.write_job import write_partitions
+    from tablesvc.spark.write_groups import write_partitions
 
     cores = spark.sparkContext.defaultParallelism
     assert write_partitions(spark) is None     # the fixture's session: AQE on

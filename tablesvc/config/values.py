@@ -5,6 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tablesvc.config.registry import REGISTRY
+
+
+def registered_value(config: Any, key: str) -> Any:
+    """``key`` from whatever configuration a service was handed, parsed and defaulted by the
+    registry (a plain mapping's raw text is checked as a config file's would be)."""
+    spec = REGISTRY[key]
+    value = config_value(config, key, None)
+    return spec.default if value is None else spec.value(value)
+
 
 def config_value(config: Any, key: str, default: Any) -> Any:
     """``key`` from a ``ServiceConfig``, a plain mapping or None; ``default`` when absent or empty.
@@ -18,4 +28,4 @@ def config_value(config: Any, key: str, default: Any) -> Any:
     return default if value is None or value == "" else value
 
 
-__all__ = ["config_value"]
+__all__ = ["config_value", "registered_value"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,10 +38,9 @@ def encode_parquet(table: pa.Table, compression: str = "snappy") -> bytes:
     return buf.getvalue()
 
 
-def parquet_data_block(instant: str, schema_json: str, table: pa.Table,
-                       extra_header: Iterable[tuple[HeaderKey, str]] = ()) -> LogBlock:
+def parquet_data_block(instant: str, schema_json: str, table: pa.Table) -> LogBlock:
     """A new PARQUET_DATA block; Hudi still writes the Avro SCHEMA header next to the Parquet schema."""
-    header = new_header([(HeaderKey.INSTANT_TIME, instant), (HeaderKey.SCHEMA, schema_json), *extra_header])
+    header = new_header([(HeaderKey.INSTANT_TIME, instant), (HeaderKey.SCHEMA, schema_json)])
     return LogBlock(BlockType.PARQUET_DATA, header, encode_parquet(table))
 
 

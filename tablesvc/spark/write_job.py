@@ -33,16 +33,18 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tablesvc.config.values import registered_value
 from tablesvc.errors import InvalidInputError, TablesvcError, UnsupportedTableError
 from tablesvc.fsview.names import new_file_id
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
 from tablesvc.spark.read_job import pack_tasks, task_items
 from tablesvc.spark.session import task_identity
+from tablesvc.spark.write_groups import (FG_COLUMN, GROUP_COLUMN, consecutive_groups, group_column,
+                                         split_file_groups, write_partitions)
 from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for
 from tablesvc.write import (DEFAULT_PARTITION_PATH, BucketSpec, FileGroupTarget, KeySpec, WriteContext,
@@ -54,26 +56,9 @@ from timeline.instant import Action
 from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
 from timeline.storage import join
 
-FG_COLUMN = "_tablesvc_file_group"
 KEY, PARTITION = "_hoodie_record_key", "_hoodie_partition_path"
 NEW_GROUP = ""  # file-group column value for keys the lookup index did not find
 _ROUTE = "_tablesvc_route"
-GROUP_COLUMN = "_tablesvc_group"   # what the write job partitions and sorts by (group_column)
-
-
-def group_column():
-    """One 64-bit hash of the partition path and the file group, which the write job partitions
-    and sorts its rows by, so that each task meets one file group's rows after the other.
-    Not ``groupBy(partition, file group).applyInArrow``: Spark sorts by one long with a radix
-    sort, but by two strings sharing their first bytes with comparisons, and the grouped UDF
-    adds its own cost; the write of 200k rows into 20 file groups took 0.1 s less this way
-    (docs/performance.md).  File groups whose hashes collide share a run of rows, which the
-    task splits again (``split_file_groups``)."""
-    from pyspark.sql import functions as F
-
-    return F.xxhash64(F.col(PARTITION), F.col(FG_COLUMN))
-
-
 class Operation(enum.Enum):
     INSERT = "insert"
     UPSERT = "upsert"
@@ -423,59 +408,6 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
     return run
 
 
-def write_partitions(spark) -> int | None:
-    """How many shuffle partitions the write job asks for: None (``spark.sql.shuffle.partitions``)
-    where adaptive execution coalesces them, else the session's default parallelism, at most the
-    shuffle partitions.  ``mapInArrow`` runs a Python task for every partition, empty or not:
-    with adaptive execution off and 200 shuffle partitions, an upsert of 3,000 rows into 15 file
-    groups took 2.65 s, and 0.34 s in as many partitions as cores (local[2], medians of 4)."""
-    conf = spark.conf
-    if conf.get("spark.sql.adaptive.enabled", "true").lower() == "true" and \
-            conf.get("spark.sql.adaptive.coalescePartitions.enabled", "true").lower() == "true":
-        return None
-    shuffle = int(conf.get("spark.sql.shuffle.partitions", "200"))
-    return max(1, min(shuffle, spark.sparkContext.defaultParallelism))
-
-
-def consecutive_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
-    """The rows of each run of equal ``GROUP_COLUMN`` values, batches sorted by it: one file
-    group's rows at a time in memory (the batches of the run, not copied).  A value met again
-    after its run ended means the rows were not sorted: writing its file group a second time
-    would split it, so the task fails instead."""
-    current, pieces, done = None, [], set()
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        ids = batch.column(GROUP_COLUMN).to_numpy(zero_copy_only=False)
-        starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
-        ends = np.append(starts[1:], len(ids))
-        for start, end in zip(starts.tolist(), ends.tolist()):
-            value = int(ids[start])
-            if pieces and value != current:
-                yield pa.Table.from_batches(pieces)
-                pieces = []
-                done.add(current)
-            if value in done:
-                raise TablesvcError(f"write task: the rows of group {value} arrived in two runs; the write "
-                                    "job's sort by the group hash did not hold")
-            current = value
-            pieces.append(batch.slice(start, end - start))
-    if pieces:
-        yield pa.Table.from_batches(pieces)
-
-
-def split_file_groups(rows: pa.Table) -> list[pa.Table]:
-    """``rows`` per (partition path, file group), in order of first appearance; ``rows`` as they
-    are when they hold one (always, unless two file groups' ``group_column`` hashes collide)."""
-    partition, fg = rows.column(PARTITION), rows.column(FG_COLUMN)
-    if pc.count_distinct(partition, mode="all").as_py() <= 1 and pc.count_distinct(fg, mode="all").as_py() <= 1:
-        return [rows]
-    positions: dict[tuple, list[int]] = {}
-    for i, pair in enumerate(zip(partition.to_pylist(), fg.to_pylist())):
-        positions.setdefault(pair, []).append(i)
-    return [rows.take(pa.array(rows_of, pa.int64())) for rows_of in positions.values()]
-
-
 def _slice_keys(ctx: ReadContext, groups: Sequence[bytes]):
     """Per slice: (partition, record key, file id) of every live record, for the lookup join."""
     def run(batches):
@@ -565,7 +497,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         config = load_config(table.storage, table_path=table.base_path)
     data_columns = tuple(f["name"] for f in json.loads(data_schema)["fields"])
     if log_block_format is None:
-        log_block_format = config.get("hoodie.logfile.data.block.format")
+        log_block_format = registered_value(config, "hoodie.logfile.data.block.format")
 
     # Hudi's EAGER failed-writes policy: a write killed earlier is rolled back before this
     # one starts, so one crash never blocks the table (docs/rollback.md).

@@ -25,12 +25,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from tablesvc.config.values import config_value
-from tablesvc.errors import ConfigError, ConflictError, InvalidInputError
+from tablesvc.config.values import registered_value
+from tablesvc.errors import ConflictError, InvalidInputError
 from tablesvc.fsview.names import LogFileName
 from tablesvc.logformat import (
     BlockType, DeleteRecord, HeaderKey, LogBlock, avro_data_block, encode_blocks, encode_delete_records, new_header,
-    parquet_data_block,
+    parquet_data_block, with_compacted_block_times,
 )
 from tablesvc.merge import ReadContext, log_inputs, merge_records, select_blocks
 from tablesvc.merge.context import EVENT_TIME_ORDERING
@@ -148,10 +148,9 @@ def compacted_blocks(instant: str, schema_json: str, merged: MergedLog, block_fo
     times = (HeaderKey.COMPACTED_BLOCK_TIMES, ",".join(merged.instants))
     # An Arrow table goes to the column-wise Avro encoder (no per-record Python)
     rows = align_to_schema(merged.records, full_schema)
-    if block_format == "parquet":
-        blocks = [parquet_data_block(instant, full_schema, rows, extra_header=[times])]
-    else:
-        blocks = [avro_data_block(instant, full_schema, rows, extra_header=[times])]
+    data = (parquet_data_block(instant, full_schema, rows) if block_format == "parquet"
+            else avro_data_block(instant, full_schema, rows))
+    blocks = [with_compacted_block_times(data, merged.instants)]
     if merged.deletes:
         header = new_header([(HeaderKey.INSTANT_TIME, instant), (HeaderKey.SCHEMA, full_schema), times])
         blocks.append(LogBlock(BlockType.DELETE, header, encode_delete_records(list(merged.deletes))))
@@ -223,15 +222,6 @@ def _tasks(table, plan: CompactionPlan, instant: str, schema_json: str,
     return tasks
 
 
-def _block_format(config: Any) -> str:
-    """The compacted data block's format, as a write's (``hoodie.logfile.data.block.format``)."""
-    key = "hoodie.logfile.data.block.format"
-    value = str(config_value(config, key, "avro")).strip().lower()
-    if value not in ("avro", "parquet"):
-        raise ConfigError(f"{key}: expected one of AVRO, PARQUET, got {value!r}")
-    return value
-
-
 def _v6_order_check(table, tasks: list[LogCompactionTask], stats: dict[str, list[WriteStat]]):
     """v6: a log file of another write slotted between the planned logs and the compacted one
     would be read before the compacted block although it is newer; refuse to complete."""
@@ -272,7 +262,8 @@ def _recover_inflight(table, instant: Instant, config: Any, fence: Fence | None)
 
 def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) -> ServiceResult:
     started = time.monotonic()
-    block_format = _block_format(config)    # a malformed value fails here, before anything moves
+    # as a write's; a malformed value fails here, before anything moves
+    block_format = registered_value(config, "hoodie.logfile.data.block.format")
     current = pending_plan(table, instant_ts, Action.LOG_COMPACTION, ACTION, "log compaction")
     if isinstance(current, ServiceResult):
         return current
