@@ -74,3 +74,14 @@ class ListingCounter:
     def list_dir(self, path):
         self.listed.append(path)
         return self.inner.list_dir(path)
+
+
+def dictionary_encoded_columns(parquet_bytes: bytes) -> set[str]:
+    """The columns of a Parquet file (a base file's or a PARQUET_DATA block's content) whose first
+    row group is dictionary-encoded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    group = pq.ParquetFile(pa.BufferReader(parquet_bytes)).metadata.row_group(0)
+    return {group.column(i).path_in_schema for i in range(group.num_columns)
+            if "RLE_DICTIONARY" in group.column(i).encodings or "PLAIN_DICTIONARY" in group.column(i).encodings}

@@ -7,6 +7,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers import dictionary_encoded_columns
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.config import build_config
@@ -146,6 +147,10 @@ def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, v
         assert b.instant_time == lc
         assert b.get(HeaderKey.COMPACTED_BLOCK_TIMES) == ",".join(merged_instants)
     assert list(blocks[0].compacted_block_times) == merged_instants
+    if block_format == "parquet":   # a dictionary for repeated columns only, as for base files
+        encoded = dictionary_encoded_columns(blocks[0].content)
+        assert {"_hoodie_commit_time", "_hoodie_partition_path"} <= encoded
+        assert not {"_hoodie_record_key", "_hoodie_commit_seqno"} & encoded
 
     s2 = _group(table)
     assert any(lf.file_name == name for lf in s2.log_files)

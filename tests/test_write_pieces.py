@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import data_files
+from helpers import data_files, dictionary_encoded_columns
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from tablesvc.errors import InvalidInputError
@@ -148,6 +148,15 @@ def test_batches_read_back_through_hudi_rs(tmp_path, version, block_format):
     md = h.commit(pa.Table.from_pylist(up, schema=BASE_SCHEMA), "upsert")
     assert all(st.is_log_write and st.base_file and st.path.rsplit("/", 1)[1] in st.log_files
                for st in md.write_stats())
+    if block_format == "parquet":   # a dictionary for repeated columns only, as for base files
+        judged = [st for st in md.write_stats() if st.num_writes >= 2]  # one row is all distinct
+        assert judged
+        for st in judged:
+            (block,) = read_log_file(h.table.storage, str(h.path / st.path)).blocks
+            assert block.block_type is BlockType.PARQUET_DATA
+            encoded = dictionary_encoded_columns(block.content)
+            assert {"_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"} <= encoded
+            assert not {"_hoodie_record_key", "_hoodie_commit_seqno"} & encoded
     h.check()
 
     # 3. in-batch duplicates, including ties (the later row wins) and a brand-new key

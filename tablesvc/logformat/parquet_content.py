@@ -28,20 +28,23 @@ def decode_parquet(content: bytes, source: str = "") -> pa.Table:
         raise LogFormatError(f"{where}parquet data content does not read: {exc}") from exc
 
 
-def encode_parquet(table: pa.Table, compression: str = "snappy") -> bytes:
-    """Parquet file bytes for a PARQUET_DATA block."""
+def encode_parquet(table: pa.Table, compression: str = "snappy", use_dictionary: bool | list[str] = True) -> bytes:
+    """Parquet file bytes for a PARQUET_DATA block; ``use_dictionary`` as pyarrow takes it (all
+    columns, or the names of those to dictionary-encode)."""
     buf = io.BytesIO()
     try:
-        pq.write_table(table, buf, compression=compression)
+        pq.write_table(table, buf, compression=compression, use_dictionary=use_dictionary)
     except (pa.ArrowException, OSError) as exc:
         raise LogFormatError(f"table does not write as parquet: {exc}") from exc
     return buf.getvalue()
 
 
-def parquet_data_block(instant: str, schema_json: str, table: pa.Table) -> LogBlock:
-    """A new PARQUET_DATA block; Hudi still writes the Avro SCHEMA header next to the Parquet schema."""
+def parquet_data_block(instant: str, schema_json: str, table: pa.Table,
+                       use_dictionary: bool | list[str] = True) -> LogBlock:
+    """A new PARQUET_DATA block; Hudi still writes the Avro SCHEMA header next to the Parquet schema.
+    Writers pass the columns worth a dictionary (``write.parquet_encoding.dictionary_columns``)."""
     header = new_header([(HeaderKey.INSTANT_TIME, instant), (HeaderKey.SCHEMA, schema_json)])
-    return LogBlock(BlockType.PARQUET_DATA, header, encode_parquet(table))
+    return LogBlock(BlockType.PARQUET_DATA, header, encode_parquet(table, use_dictionary=use_dictionary))
 
 
 __all__ = ["decode_parquet", "encode_parquet", "parquet_data_block"]

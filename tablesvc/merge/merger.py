@@ -97,17 +97,6 @@ def _arange(n: int) -> pa.Array:
     return pc.subtract(pc.cumulative_sum(ones), 1)
 
 
-def _last_of_each_key(sorted_keys: pa.Array) -> pa.Array:
-    """Boolean mask over a key-sorted array: True at the last row of each key."""
-    n = len(sorted_keys)
-    if n == 0:
-        return pa.array([], pa.bool_())
-    if n == 1:
-        return pa.array([True])
-    differs = pc.not_equal(sorted_keys.slice(0, n - 1), sorted_keys.slice(1))
-    return pa.concat_arrays([differs, pa.array([True])])
-
-
 def _column(table: pa.Table, name: str | None) -> pa.Array | None:
     if name is None or table.schema.get_field_index(name) < 0:
         return None
@@ -120,23 +109,36 @@ def _column(table: pa.Table, name: str | None) -> pa.Array | None:
 def _greatest_per_key(keys: pa.Array, rows: pa.Array, ordering: pa.Array | None) -> pa.Array:
     """Of ``rows`` (positions, ascending = arrival), the one with the greatest
     (ordering valid, ordering, arrival) per key; in no particular order (``fold_log`` puts
-    the winners back in arrival order)."""
+    the winners back in arrival order).
+
+    One hash pass numbers the keys; only the rows of keys that arrive more than once are
+    sorted, by that number rather than by the key's string (sorting every row by its key cost
+    more than the rest of a log compaction's merge; docs/performance.md)."""
     if len(rows) == 0:
         return rows
-    cols = {"k": pc.take(keys, rows)}
-    if pc.count_distinct(cols["k"]).as_py() == len(rows):
+    candidates = pc.take(keys, rows)
+    if pa.types.is_dictionary(candidates.type):
+        candidates = candidates.cast(candidates.type.value_type)
+    ids = pc.dictionary_encode(candidates).indices.to_numpy(zero_copy_only=False)
+    counts = np.bincount(ids)
+    if len(counts) == len(rows):
         return rows     # every key once (the usual log block): each row is its key's only candidate
+    repeated = counts[ids] > 1
+    positions = rows.to_numpy(zero_copy_only=False)
+    single, positions = positions[~repeated], positions[repeated]
+    cols = {"k": ids[repeated]}
     sort_keys = [("k", "ascending")]
     if ordering is not None:
-        o = pc.take(ordering, rows)
+        o = pc.take(ordering, pa.array(positions))
         cols["v"] = pc.is_valid(o)
         cols["o"] = o
         sort_keys += [("v", "ascending"), ("o", "ascending")]
-    cols["a"] = rows
+    cols["a"] = positions
     sort_keys.append(("a", "ascending"))
-    order = pc.sort_indices(pa.table(cols), sort_keys=sort_keys)
-    last = _last_of_each_key(pc.take(cols["k"], order))
-    return pc.take(rows, pc.filter(order, last))
+    order = pc.sort_indices(pa.table(cols), sort_keys=sort_keys).to_numpy(zero_copy_only=False)
+    sorted_ids = cols["k"][order]
+    last = np.append(sorted_ids[1:] != sorted_ids[:-1], True)     # the greatest row of each key
+    return pa.array(np.concatenate([single, positions[order[last]]]))
 
 
 _ORDERABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_large_string,

