@@ -23,9 +23,10 @@ scheduled outside the timing, then its execution is timed (``run_log_compaction`
 * log compaction through Spark ``local[2]``  vs  full compaction through Spark ``local[2]``.
 
 rows = log records merged (what the target counts), bytes = the log bytes read.  Targets, on 2
-cores: >= 80k log records/s Avro to Avro (issue #6); >= 1M log records/s Parquet to Parquet (the
-compacted block in the format ``hoodie.logfile.data.block.format`` names, as for writes), the
-target docs/anchors.md (B.4) proposes.  Extra fields: the bytes each side writes (the write
+cores (the Spark rows; the in-process rows run on one core and are reported only): >= 80k log
+records/s Avro to Avro (issue #6); >= 1M log records/s Parquet to Parquet (the compacted block
+in the format ``hoodie.logfile.data.block.format`` names, as for writes), the target
+docs/anchors.md (B.4) proposes.  Extra fields: the bytes each side writes (the write
 amplification RFC-48 is about).
 """
 
@@ -198,7 +199,8 @@ def _formats(tables: dict) -> str:
     return f"{tables['format']} -> {tables['format']}"
 
 
-def _record(bench, case: str, tables, lc: dict, full: dict, how: str, baseline: str) -> None:
+def _record(bench, case: str, tables, lc: dict, full: dict, how: str, baseline: str, *, cores: int) -> None:
+    """One report row; the targets are for 2 cores, so a 1-core run (in-process) is reported only."""
     base_bytes, base_rows, log_bytes = tables["base_bytes"], tables["base_rows"], tables["log_bytes"]
     lcm, fm = lc["metrics"], full["metrics"]
     records = int(lcm["log_records"])
@@ -209,7 +211,8 @@ def _record(bench, case: str, tables, lc: dict, full: dict, how: str, baseline: 
     amp = round(fm["bytes_written"] / lcm["bytes_written"], 2) if lcm["bytes_written"] else None
     bench.record(
         case, rows=records, bytes=log_bytes, ours=lc["m"], baseline=baseline, theirs=full["m"],
-        target=f">= {label} log records/s", met=rate >= target,
+        target=f">= {label} log records/s" if cores == 2 else f"report (1 core; >= {label}/s is for 2)",
+        met=rate >= target if cores == 2 else None,
         notes=(f"{PARTITIONS} file groups x {DELTA_COMMITS} {block_format} log blocks ({records:,} log records, "
                f"{log_bytes / 1e6:.1f} MB) over {base_rows:,} base rows ({base_bytes / 1e6:.1f} MB); "
                f"{how}.  Log compaction wrote {lcm['bytes_written'] / 1e6:.1f} MB "
@@ -228,7 +231,7 @@ def test_log_compaction_in_process(bench, tables):
     full = _full(tables["full_local"], config, None, in_process=True)
     _record(bench, f"log compaction: in-process (spark=None), {_formats(tables)}", tables, lc, full,
             "tasks one after the other in this process (1 core)",
-            "full compaction (run_compaction), in-process tasks")
+            "full compaction (run_compaction), in-process tasks", cores=1)
     # where the time goes: one file group's merge and encode, and its full-compaction read (read-only)
     original = tables["original"]
     s = sorted(original.latest_file_slices(), key=lambda s: s.partition)[0]
@@ -256,4 +259,4 @@ def test_log_compaction_spark(bench, tables, spark):
     full = _full(tables["full_spark"], config, spark)
     _record(bench, f"log compaction: Spark local[2], {_formats(tables)}", tables, lc, full,
             "file groups packed into Spark tasks, local[2]",
-            "full compaction (run_compaction), Spark local[2]")
+            "full compaction (run_compaction), Spark local[2]", cores=2)
