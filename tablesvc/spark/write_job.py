@@ -59,6 +59,8 @@ from timeline.storage import join
 KEY, PARTITION = "_hoodie_record_key", "_hoodie_partition_path"
 NEW_GROUP = ""  # file-group column value for keys the lookup index did not find
 _ROUTE = "_tablesvc_route"
+
+
 class Operation(enum.Enum):
     INSERT = "insert"
     UPSERT = "upsert"

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from tablesvc.errors import ConflictError, InvalidInputError
 from tablesvc.fsview.names import PARTITION_METAFILE, BaseFileName, LogFileName, write_token
-from tablesvc.logformat import avro_data_block, delete_block, encode_blocks, parquet_data_block
+from tablesvc.logformat import LogBlock, avro_data_block, delete_block, encode_blocks, parquet_data_block
 from tablesvc.write.keys import PARTITION_PATH_COLUMN, RECORD_KEY_COLUMN
 from tablesvc.write.markers import IOType, create_marker
 from tablesvc.write.parquet_encoding import dictionary_columns
@@ -187,6 +187,15 @@ def _first_log_version(target: FileGroupTarget, name_instant: str) -> int:
     return max(versions) + 1
 
 
+def log_data_block(block_format: str, instant: str, schema_json: str, table: pa.Table) -> LogBlock:
+    """The data block of a new log file in ``block_format`` (``hoodie.logfile.data.block.format``:
+    avro or parquet), from the Arrow table (Avro: the column-wise encoder, no per-row dicts;
+    Parquet: a dictionary only for repeated columns, as base files).  Writes and log compaction."""
+    if block_format == "parquet":
+        return parquet_data_block(instant, schema_json, table, dictionary_columns(table.schema, table))
+    return avro_data_block(instant, schema_json, table)
+
+
 def _write_log(storage: Storage, ctx: WriteContext, target: FileGroupTarget, records: pa.Table,
                task_partition: int, token: str) -> WriteStat:
     schema = with_meta_fields(ctx.data_schema_json)
@@ -197,10 +206,7 @@ def _write_log(storage: Storage, ctx: WriteContext, target: FileGroupTarget, rec
         counts = {"num_writes": 0, "num_deletes": n}
     else:
         table = _with_meta(records, ctx, task_partition, target.file_id)
-        if ctx.log_block_format == "parquet":
-            block = parquet_data_block(ctx.instant, schema, table, dictionary_columns(table.schema, table))
-        else:
-            block = avro_data_block(ctx.instant, schema, table)  # the Arrow table: no per-row dicts
+        block = log_data_block(ctx.log_block_format, ctx.instant, schema, table)
         counts = {"num_writes": n, "num_update_writes": n}
     data = encode_blocks([block])
     name_instant = _log_name_instant(ctx, target)
@@ -232,7 +238,7 @@ def write_file_group(storage: Storage, ctx: WriteContext, target: FileGroupTarge
 
 __all__ = [
     "FileGroupTarget", "LOG_BLOCK_FORMATS", "OPERATIONS", "WriteContext", "ensure_partition_metadata",
-    "partition_depth", "write_file_group",
+    "log_data_block", "partition_depth", "write_file_group",
 ]
 
 

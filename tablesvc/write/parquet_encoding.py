@@ -6,9 +6,9 @@ dictionary fills its page and the writer falls back to plain encoding anyway, af
 every value.  On the benchmark's file groups the hashing was a fifth of the write time and
 the file came out larger (docs/performance.md).  A log compaction's Parquet block of 38k
 records took 16 ms to write instead of 39 ms, and the benchmark's four such blocks came out
-15% smaller.  The choice is made from the first rows of
-the file, so it needs no table config: the meta key and seqno columns never get one, any
-other column only when its sample is not mostly distinct.  Readers do not care: every
+15% smaller.  The choice is made from the first rows of the file, so it needs no table
+config: the meta key and seqno columns never get one, any other column only when its sample
+is not mostly distinct.  Readers do not care: every
 Parquet reader reads both encodings.
 
 Compaction also keeps encodings it already has (the rest of this module): string columns the

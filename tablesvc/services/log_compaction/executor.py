@@ -30,8 +30,8 @@ from tablesvc.config.values import registered_value
 from tablesvc.errors import ConflictError, InvalidInputError
 from tablesvc.fsview.names import LogFileName
 from tablesvc.logformat import (
-    BlockType, DeleteRecord, HeaderKey, LogBlock, avro_data_block, encode_blocks, encode_delete_records, new_header,
-    parquet_data_block, with_compacted_block_times,
+    BlockType, DeleteRecord, HeaderKey, LogBlock, encode_blocks, encode_delete_records, new_header,
+    with_compacted_block_times,
 )
 from tablesvc.merge import ReadContext, log_inputs, merge_records, select_blocks
 from tablesvc.merge.context import EVENT_TIME_ORDERING
@@ -44,8 +44,7 @@ from tablesvc.services.plan_execution import (
 from tablesvc.services.compaction.planner import check_supported
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
 from tablesvc.services.result import ServiceResult, Status
-from tablesvc.write.file_group_writer import write_new_log_file
-from tablesvc.write.parquet_encoding import dictionary_columns
+from tablesvc.write.file_group_writer import log_data_block, write_new_log_file
 from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
 from timeline.instant import Action, Instant, State
 from timeline.payloads import CommitMetadata, CompactionPlan, WriteStat, encode_commit_metadata
@@ -159,11 +158,7 @@ def compacted_blocks(instant: str, schema_json: str, merged: MergedLog, block_fo
     key ends deleted), both with ``INSTANT_TIME=instant`` and ``COMPACTED_BLOCK_TIMES``."""
     full_schema = with_meta_fields(schema_json)
     times = (HeaderKey.COMPACTED_BLOCK_TIMES, ",".join(merged.instants))
-    # An Arrow table goes to the column-wise Avro encoder (no per-record Python)
-    rows = align_to_schema(merged.records, full_schema)
-    data = (parquet_data_block(instant, full_schema, rows, dictionary_columns(rows.schema, rows))
-            if block_format == "parquet"
-            else avro_data_block(instant, full_schema, rows))
+    data = log_data_block(block_format, instant, full_schema, align_to_schema(merged.records, full_schema))
     blocks = [with_compacted_block_times(data, merged.instants)]
     if merged.deletes:
         header = new_header([(HeaderKey.INSTANT_TIME, instant), (HeaderKey.SCHEMA, full_schema), times])
