@@ -961,6 +961,49 @@ def test_columnar_codec_on_a_large_block():
     assert _uses_columnar(content, schema, table)
 
 
+def _encoder_pieces(table: pa.Table, schema: str) -> list:
+    encoder = avro_columnar._Encoder(table.num_rows)
+    plan = avro_columnar.columnar_plan(schema)
+    for name, child in zip(plan.names, plan.children):
+        encoder.encode(child, table.column(name).combine_chunks(), encoder.all_rows)
+    return encoder.pieces
+
+
+def test_columnar_encode_of_strings_of_one_length():
+    """Strings (and bytes) whose values all have one length are encoded as fixed-width cells that
+    join their neighbours; the bytes stay exactly fastavro's, with nulls, slices, empty strings,
+    multi-byte characters and values too wide for cells."""
+    schema = json.dumps({"type": "record", "name": "r", "fields": [
+        {"name": "key", "type": ["null", "string"]}, {"name": "n", "type": "long"},
+        {"name": "when", "type": "string"}, {"name": "raw", "type": ["bytes", "null"]},
+        {"name": "word", "type": ["null", "string"]}, {"name": "wide", "type": "string"},
+        {"name": "empty", "type": ["null", "string"]}]})
+    n = 1_000
+    ids = np.arange(n)
+    wide = "w" * (avro_columnar._MAX_CELL_WIDTH + 1)
+    table = pa.table({
+        "key": pa.array([None if i % 7 == 0 else f"key-{i:05d}" for i in ids], pa.utf8()),
+        "n": pa.array(ids * 1_000_003 - 500, pa.int64()),
+        "when": pa.array(["20261123120000000"] * n, pa.utf8()),
+        "raw": pa.array([bytes([i % 256, 7, 0]) for i in ids], pa.binary()),
+        "word": pa.array(["é" if i % 2 else "ab" for i in ids], pa.utf8()),   # 2 bytes each in UTF-8
+        "wide": pa.array([wide] * n, pa.utf8()),
+        "empty": pa.array([None if i % 3 == 0 else "" for i in ids], pa.utf8())})
+    for part in (table, table.slice(37, 501), table.slice(7, 1)):
+        assert encode_avro_records(part, schema) == _ref_encode(part.to_pylist(), schema)
+    pieces = _encoder_pieces(table, schema)
+    # key..word are cells, one piece; wide (129 bytes each) stays a variable-length piece
+    assert [type(p).__name__ for p in pieces] == ["_Cells", "_Ragged", "_Cells"]
+    fixed = table.drop_columns(["wide"])
+    fixed_schema = json.dumps({**json.loads(schema), "fields": [f for f in json.loads(schema)["fields"]
+                                                                 if f["name"] != "wide"]})
+    assert [type(p).__name__ for p in _encoder_pieces(fixed, fixed_schema)] == ["_Cells"]
+    assert encode_avro_records(fixed, fixed_schema) == _ref_encode(fixed.to_pylist(), fixed_schema)
+    varying = fixed.set_column(0, "key", pa.array([f"k{i}" for i in ids], pa.utf8()))
+    assert [type(p).__name__ for p in _encoder_pieces(varying, fixed_schema)] == ["_Cells", "_Ragged", "_Cells"]
+    assert encode_avro_records(varying, fixed_schema) == _ref_encode(varying.to_pylist(), fixed_schema)
+
+
 def test_columnar_encode_falls_back_where_fastavro_decides():
     schema = json.dumps({"type": "record", "name": "r", "fields": [
         {"name": "k", "type": "string"},

@@ -433,7 +433,10 @@ def decode_columns(content: bytes, starts: np.ndarray, ends: np.ndarray, plan: R
 # "pieces", each holding the bytes of every record at one place of the schema, then
 # scattered into the output record by record.  Union branches, varints and fixed-width
 # values are small per record: they are kept as 2-D byte cells, and neighbouring cells
-# merge into one piece, so a schema costs about one scatter per string/bytes field.
+# merge into one piece (one copy each, when the next variable-length piece comes).  A
+# string/bytes field whose values all have one length (keys, ids, commit times, file names)
+# is cells too, so a schema costs one scatter per string/bytes field of varying length: on a
+# 10k-record block of the benchmark's rows, 5.9 -> 5.0 ms (docs/performance.md).
 
 @dataclass(frozen=True)
 class _Cells:
@@ -446,11 +449,15 @@ class _Cells:
         n, k = self.values.shape
         return np.full(n, k, dtype=np.int64) if self.used is None else self.used.sum(axis=1)
 
-    def then(self, other: "_Cells") -> "_Cells":
+    @staticmethod
+    def joined(cells: list["_Cells"]) -> "_Cells":
+        """One piece of neighbouring cells: a record's cells side by side (one copy of each)."""
+        if len(cells) == 1:
+            return cells[0]
         used = None
-        if self.used is not None or other.used is not None:
-            used = np.hstack([np.ones(c.values.shape, dtype=bool) if c.used is None else c.used for c in (self, other)])
-        return _Cells(np.hstack([self.values, other.values]), used)
+        if any(c.used is not None for c in cells):
+            used = np.hstack([np.ones(c.values.shape, dtype=bool) if c.used is None else c.used for c in cells])
+        return _Cells(np.hstack([c.values for c in cells]), used)
 
 
 @dataclass(frozen=True)
@@ -462,6 +469,8 @@ class _Ragged:
 
 
 _Piece = Union[_Cells, _Ragged]
+# Widest string/bytes value kept as cells when all of a field's values have one length.
+_MAX_CELL_WIDTH = 128
 
 
 def _varint_cells(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -490,7 +499,22 @@ class _Encoder:
     def __init__(self, n: int) -> None:
         self.n = n
         self.all_rows = np.arange(n)
-        self.pieces: list[_Piece] = []
+        self._pieces: list[_Piece] = []
+        self._open: list[_Cells] = []  # cells since the last ragged piece, joined once (``pieces``)
+
+    @property
+    def pieces(self) -> list[_Piece]:
+        self._close()
+        return self._pieces
+
+    def _close(self) -> None:
+        if self._open:
+            self._pieces.append(_Cells.joined(self._open))
+            self._open = []
+
+    def _add_ragged(self, piece: _Ragged) -> None:
+        self._close()
+        self._pieces.append(piece)
 
     def _spread(self, rows: np.ndarray, values: np.ndarray, fill: Any) -> np.ndarray:
         """Per-row ``values`` of ``rows`` as values of all records (``fill`` elsewhere)."""
@@ -503,10 +527,7 @@ class _Encoder:
     def add_cells(self, rows: np.ndarray, values: np.ndarray, used: np.ndarray | None) -> None:
         if rows.size != self.n:
             used = self._spread(rows, np.ones(values.shape, dtype=bool) if used is None else used, False)
-        cells = _Cells(self._spread(rows, values, 0), used)
-        if self.pieces and isinstance(self.pieces[-1], _Cells):
-            cells = self.pieces.pop().then(cells)
-        self.pieces.append(cells)
+        self._open.append(_Cells(self._spread(rows, values, 0), used))
 
     def add_varints(self, rows: np.ndarray, values: np.ndarray) -> None:
         self.add_cells(rows, *_varint_cells(values))
@@ -577,7 +598,14 @@ class _Encoder:
             chosen = data[offsets[0]:offsets[-1]]  # every row, no bytes under nulls: the buffer as is
         else:
             chosen = _gather_ragged(data, starts, lengths)
-        self.pieces.append(_Ragged(self._spread(rows, lengths, 0), chosen))
+        width = int(lengths[0]) if lengths.size else 0
+        if width <= _MAX_CELL_WIDTH and (lengths == width).all():
+            # Values of one length (keys, ids, commit times, file names...): cells, which join
+            # their neighbours' cells instead of costing a piece of their own; none if empty.
+            if width:
+                self.add_cells(rows, chosen.reshape(-1, width), None)
+        else:
+            self._add_ragged(_Ragged(self._spread(rows, lengths, 0), chosen))
 
 
 def _decimal_byte_counts(little: np.ndarray) -> np.ndarray:
@@ -630,16 +658,29 @@ def _piece_array(n: int, lengths: np.ndarray, data: np.ndarray) -> pa.Array:
                                  [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))])
 
 
-def _content(n: int, pieces: list[_Piece]) -> bytes:
+def _content(n: int, pieces: list[_Piece]) -> bytes | np.ndarray | pa.Buffer:
     """Per record, its int32 length and its pieces in order.
 
     Each piece becomes a binary array of one value per record, and Arrow's element-wise join
     concatenates them record by record: the joined values' buffer is the framed records.
     Scattering the pieces with numpy index arithmetic cost 3-4x more (an 8-byte index per
-    output byte)."""
+    output byte).  Returned as whatever holds the bytes (not copied into ``bytes`` here: the
+    caller joins the chunks)."""
     if n == 0:
         return b""
     lengths = np.zeros(n, dtype=np.int64)
+    for piece in pieces:
+        lengths += piece.lengths() if isinstance(piece, _Cells) else piece.lengths
+    if lengths.max() > np.iinfo(np.int32).max:
+        raise _Mismatch("record over 2 GiB")
+    prefix = _Cells(lengths.astype(">i4").view(np.uint8).reshape(n, 4), None)
+    if pieces and isinstance(pieces[0], _Cells):
+        pieces = [_Cells.joined([prefix, pieces[0]]), *pieces[1:]]
+    else:
+        pieces = [prefix, *pieces]
+    if len(pieces) == 1:  # every field fixed-width: the cells, row by row, are the records
+        only = pieces[0]
+        return only.values.reshape(-1) if only.used is None else only.values[only.used]
     arrays = []
     for piece in pieces:
         if isinstance(piece, _Cells):
@@ -648,14 +689,9 @@ def _content(n: int, pieces: list[_Piece]) -> bytes:
             data = piece.values.reshape(-1) if piece.used is None else piece.values[piece.used]
         else:
             piece_lengths, data = piece.lengths, piece.data
-        lengths += piece_lengths
         arrays.append(_piece_array(n, piece_lengths, data))
-    if lengths.max() > np.iinfo(np.int32).max:
-        raise _Mismatch("record over 2 GiB")
-    prefix = lengths.astype(">i4").view(np.uint8)
-    arrays.insert(0, _piece_array(n, np.full(n, 4, dtype=np.int64), prefix))
     joined = pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.large_binary()))
-    return joined.buffers()[2][:4 * n + int(lengths.sum())].to_pybytes()
+    return joined.buffers()[2][:4 * n + int(lengths.sum())]
 
 
 # Records per encoding step: bounds the temporaries (the pieces, their offsets) and keeps them

@@ -410,6 +410,17 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
     return run
 
 
+def rows_by_file_group(frame):
+    """The write job's shuffle: ``frame`` (rows with their partition path and file group) plus
+    ``GROUP_COLUMN``, partitioned and sorted by it, so that a ``mapInArrow`` over the result
+    meets each file group's rows as one run (``consecutive_groups``).  The benchmark times this
+    shuffle alone with a task that writes nothing (tests/benchmarks/test_bench_write.py)."""
+    grouped = frame.withColumn(GROUP_COLUMN, group_column())
+    n = write_partitions(frame.sparkSession)
+    spread = grouped.repartition(GROUP_COLUMN) if n is None else grouped.repartition(n, GROUP_COLUMN)
+    return spread.sortWithinPartitions(GROUP_COLUMN)
+
+
 def _slice_keys(ctx: ReadContext, groups: Sequence[bytes]):
     """Per slice: (partition, record key, file id) of every live record, for the lookup join."""
     def run(batches):
@@ -569,10 +580,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         def run_write_job(frame) -> list:
             # One file group at a time in a task's memory (a shuffle partition may hold many);
             # the rows that come back are write stats only: a few hundred bytes per file group.
-            grouped = frame.withColumn(GROUP_COLUMN, group_column())
-            n = write_partitions(spark)
-            spread = grouped.repartition(GROUP_COLUMN) if n is None else grouped.repartition(n, GROUP_COLUMN)
-            return spread.sortWithinPartitions(GROUP_COLUMN).mapInArrow(write_group, stats_schema).collect()
+            return rows_by_file_group(frame).mapInArrow(write_group, stats_schema).collect()
 
         try:
             rows = run_write_job(keyed)
