@@ -92,7 +92,7 @@ def test_colliding_group_hashes_in_a_table_hudi_wrote(tmp_path, spark, monkeypat
 
     from tablesvc.spark import write_job
 
-    monkeypatch.setattr(write_job, "group_column", lambda: F.lit(0).cast("long"))
+    monkeypatch.setattr(write_job, "group_column", lambda *columns: F.lit(0).cast("long"))
     path = copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)
     table = Table.open(str(path))
     before = {r["uuid"]: r for r in hudi_table(path).to_pylist()}

@@ -340,6 +340,9 @@ def test_a_write_task_takes_each_run_of_its_sorted_rows_as_one_group():
     for batches in (unsorted.to_batches(), [unsorted.slice(0, 2).to_batches()[0], unsorted.slice(2).to_batches()[0]]):
         with pytest.raises(TablesvcError, match="file group '2' of partition 'city=a' arrived in two runs"):
             list(consecutive_groups(iter(batches)))
+        # rows routed in the JVM carry the hash alone: the error names it
+        with pytest.raises(TablesvcError, match="group hash 7 arrived in two runs"):
+            list(consecutive_groups(iter([b.drop_columns([PARTITION, FG_COLUMN]) for b in batches])))
 
 
 def test_file_groups_sharing_a_group_hash_are_split_again():
@@ -356,6 +359,17 @@ def test_file_groups_sharing_a_group_hash_are_split_again():
     assert split_file_groups(one) == [one]
 
 
+def bucketed_table(tmp_path, spark, rng, buckets: int, keys: int):
+    """A bucket-index table at ``tmp_path/t`` holding one insert of keys k000.. (ts 1,000), its
+    model, and the rows inserted."""
+    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), num_buckets=buckets))
+    model = Model()
+    first = make_rows(rng, [f"k{i:03d}" for i in range(keys)], 1_000)
+    model.upsert(first)
+    table.insert(df_of(spark, first))
+    return table, model, first
+
+
 def test_a_hash_collision_of_every_file_group_still_writes_each_alone(tmp_path, spark, monkeypatch):
     """The write job with one group hash for all rows (as if every file group collided): each file
     group is still written alone, and tablesvc and hudi-rs read the model (the lookup index:
@@ -365,13 +379,9 @@ def test_a_hash_collision_of_every_file_group_still_writes_each_alone(tmp_path, 
     from tablesvc.spark import write_job
     from tablesvc.write import BucketSpec, bucket_of_file_id
 
-    monkeypatch.setattr(write_job, "group_column", lambda: F.lit(0).cast("long"))
+    monkeypatch.setattr(write_job, "group_column", lambda *columns: F.lit(0).cast("long"))
     rng = random.Random(11)
-    table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), num_buckets=4))
-    model = Model()
-    first = make_rows(rng, [f"k{i:03d}" for i in range(90)], 1_000)
-    model.upsert(first)
-    table.insert(df_of(spark, first))
+    table, model, first = bucketed_table(tmp_path, spark, rng, buckets=4, keys=90)
     second = make_rows(rng, [f"k{i:03d}" for i in range(0, 120, 2)], 5_000)   # all 3 cities, new keys too
     model.upsert(second)
     result = table.upsert(df_of(spark, second))
@@ -384,6 +394,33 @@ def test_a_hash_collision_of_every_file_group_still_writes_each_alone(tmp_path, 
         assert set(spec.bucket_ids(pa.array(keys, pa.string()), ("uuid",)).to_pylist()) == \
             {bucket_of_file_id(file_id)}, file_id
         assert len({city_of[k] for k in keys}) == 1, file_id
+
+
+def test_a_file_group_whose_rows_reach_two_groups_of_the_write_job_fails_the_write(tmp_path, spark, monkeypatch):
+    """With routing in the JVM the rows carry only the group hash, and each write task finds
+    partition and bucket again.  Should Spark's grouping and tablesvc's ever disagree (here: a
+    group hash per key, so every bucket's rows arrive in many runs), a file group would get
+    several files in one commit: the driver refuses the commit, and the write undoes itself."""
+    from pyspark.sql import functions as F
+
+    from tablesvc.errors import TablesvcError
+    from tablesvc.spark import write_job
+
+    rng = random.Random(5)
+    table, model, _ = bucketed_table(tmp_path, spark, rng, buckets=2, keys=40)
+
+    def listing() -> set[str]:
+        return {str(p.relative_to(tmp_path)) for p in (tmp_path / "t").rglob("*")
+                if p.is_file() and ".heartbeat" not in p.parts and ".temp" not in p.parts}
+
+    before = listing()
+    monkeypatch.setattr(write_job, "group_column", lambda *columns: F.xxhash64(F.col("uuid")))
+    second = make_rows(rng, [f"k{i:03d}" for i in range(0, 40, 3)], 2_000)
+    with pytest.raises(TablesvcError, match=r"bucket \d+ of partition 'city=\w+' was written by two groups"):
+        table.upsert(df_of(spark, second))
+    assert listing() == before                     # no file of the failed write, no pending instant
+    assert [i.state.value for i in table.timeline().instants] == ["completed"]
+    check(table, spark, model, BASE_COLUMNS, "after the refused write")
 
 
 class _Conf:

@@ -7,17 +7,19 @@ Steps, and what a crash at each one leaves (docs/write-path.md has the full tabl
 2. ``T.deltacommit.requested`` then ``.inflight``; a heartbeat starts beating for T.
 3. Route: every row gets its partition path and file group.  Bucket index (and inserts,
    which go to new groups): Spark expressions where the key and partition fields allow
-   (the bucket hash is Java's own ``String.hashCode``), else an Arrow UDF over the key and
-   partition columns only.  Lookup index: a ``mapInArrow`` tag pass adds the key too, then
-   a join with the keys of the latest file slices.  Routing runs before the shuffle, so a
-   null or empty record key fails the job there, before any task of step 4 starts.
+   (the bucket hash is Java's own ``String.hashCode``; the rows then carry only the hash of
+   both), else an Arrow UDF over the key and partition columns only.  Lookup index: a
+   ``mapInArrow`` tag pass adds the key too, then a join with the keys of the latest file
+   slices.  Routing runs before the shuffle, so a null or empty record key fails the job
+   there, before any task of step 4 starts.
 4. Write: rows partitioned and sorted by a hash of (partition, file group), then
    ``mapInArrow`` — one file group at a time (``group_column``): it computes the record
-   keys (and checks the routing), dedupes the batch by key and writes a base file (new
-   group) or one log file (existing group); a marker is created before each file, each
-   file appears whole.  Tasks return write stats only.
-5. Reconcile: files that have a marker but no write stat (failed task attempts) are
-   deleted.
+   keys (routed in Spark, the rows carry the hash alone and the task finds partition and
+   bucket again; routed in Python, it checks the routing), dedupes the batch by key and
+   writes a base file (new group) or one log file (existing group); a marker is created
+   before each file, each file appears whole.  Tasks return write stats only.
+5. Check that no file group got two files (``_check_one_file_per_group``); reconcile:
+   files that have a marker but no write stat (failed task attempts) are deleted.
 6. Complete ``T`` under the table lock with commit metadata (every write stat and the
    table schema), then delete the markers and the heartbeat.  An input without rows, or
    any failure, removes ``T`` again instead (``_abort``).
@@ -126,17 +128,23 @@ def check_input_schema(incoming: pa.Schema, table, operation: str | Operation, w
                                     "single values (string, number, date, ...)")
 
 
+def _tagged(rows, key_spec: KeySpec, bucket: BucketSpec | None):
+    """``rows`` plus their key, partition path and bucket (a null bucket without a bucket index:
+    an insert, one new file group per partition)."""
+    keyed = add_key_columns(rows, key_spec)
+    if bucket is not None:
+        fg = pc.cast(bucket.bucket_ids(keyed.column(KEY), key_spec.record_key_fields), pa.string())
+    else:
+        fg = pa.nulls(keyed.num_rows, pa.string())
+    return keyed.append_column(FG_COLUMN, fg)
+
+
 def _tag_batches(key_spec: KeySpec, bucket: BucketSpec | None):
     """``mapInArrow`` body: every row plus its key, partition path and bucket (lookup path, old Spark)."""
     def run(batches):
         freeze_worker_heap()
         for batch in batches:
-            keyed = add_key_columns(batch, key_spec)
-            if bucket is not None:
-                fg = pc.cast(bucket.bucket_ids(keyed.column(KEY), key_spec.record_key_fields), pa.string())
-            else:
-                fg = pa.nulls(keyed.num_rows, pa.string())
-            yield keyed.append_column(FG_COLUMN, fg)
+            yield _tagged(batch, key_spec, bucket)
     return run
 
 
@@ -226,6 +234,12 @@ class _JvmRoute:
         from pyspark.sql import functions as F
 
         return F.expr(self.exact_sql)
+
+    def group_hash(self):
+        """The write job's group column (``group_column``) of the checked partition path and file
+        group: the rows cross the shuffle and into Python with this one long instead of both
+        strings, and the write task computes partition and bucket again (``_tagged``)."""
+        return group_column(*self.checked().values())
 
     def checked(self) -> dict:
         """The partition path and file-group columns that fail the job on a blank key or on a key
@@ -373,10 +387,16 @@ def _check_routing(records: pa.Table, partition: str, bucket_text: str | None, b
 
 
 def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, ordering_field: str | None,
-                  data_columns: tuple[str, ...], key_spec: KeySpec):
+                  data_columns: tuple[str, ...], key_spec: KeySpec, hashed: bool = False):
     """``mapInArrow`` body of the write job: the task's rows arrive sorted by ``GROUP_COLUMN``;
     each file group's rows are gathered (``consecutive_groups``) and written on their own (keys,
-    routing check, dedupe, then ``write_file_group``); the task yields write stats only."""
+    routing check, dedupe, then ``write_file_group``); the task yields write stats only.
+
+    ``hashed``: the rows carry the group hash but not the partition path and file group (routing
+    in the JVM, ``_JvmRoute.group_hash``); the task computes keys, partition paths and buckets
+    for each run and splits it by them.  Nothing then compares them with Spark's: should the
+    two ever disagree, a file group could reach two runs, and the driver refuses a commit that
+    writes one file group twice (``_check_one_file_per_group``)."""
     def write_one(group: pa.Table) -> pa.Table:
         partition = group.column(PARTITION)[0].as_py()
         fg = group.column(FG_COLUMN)[0].as_py()
@@ -386,11 +406,14 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
             target = targets[(partition, fg)]
         else:  # keys the lookup did not find (or an insert): one new file group per partition
             target = FileGroupTarget.new(partition, new_file_id())
-        # Keys again (cheap, pyarrow): the routed path does not ship them, and an input column
-        # named like a key column must never stand in for the key.
-        keyed = add_key_columns(group.drop_columns([FG_COLUMN]), key_spec)
-        if bucket is not None or not fg:  # routed by the key (not by the lookup join)
-            _check_routing(keyed, partition, fg, bucket, key_spec)
+        if hashed:
+            keyed = group.drop_columns([FG_COLUMN])     # the task keyed and split the run itself
+        else:
+            # Keys again (cheap, pyarrow): the routed path does not ship them, and an input column
+            # named like a key column must never stand in for the key.
+            keyed = add_key_columns(group.drop_columns([FG_COLUMN]), key_spec)
+            if bucket is not None or not fg:  # routed by the key (not by the lookup join)
+                _check_routing(keyed, partition, fg, bucket, key_spec)
         records = combine_in_batch(keyed, ordering_field)
         keep = [c for c in records.column_names if c in data_columns or c in (KEY, PARTITION)]
         task_partition, stage, attempt = task_identity()
@@ -405,17 +428,19 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_worker_heap()
         for rows in consecutive_groups(batches):
-            for group in split_file_groups(rows.drop_columns([GROUP_COLUMN])):
+            rows = rows.drop_columns([GROUP_COLUMN])
+            for group in split_file_groups(_tagged(rows, key_spec, bucket) if hashed else rows):
                 yield from write_one(group).to_batches()
     return run
 
 
-def rows_by_file_group(frame):
-    """The write job's shuffle: ``frame`` (rows with their partition path and file group) plus
-    ``GROUP_COLUMN``, partitioned and sorted by it, so that a ``mapInArrow`` over the result
-    meets each file group's rows as one run (``consecutive_groups``).  The benchmark times this
-    shuffle alone with a task that writes nothing (tests/benchmarks/test_bench_write.py)."""
-    grouped = frame.withColumn(GROUP_COLUMN, group_column())
+def rows_by_file_group(frame, hashed: bool = False):
+    """The write job's shuffle: ``frame`` (rows with their partition path and file group, or
+    ``hashed``: with ``GROUP_COLUMN`` already) plus ``GROUP_COLUMN``, partitioned and sorted by
+    it, so that a ``mapInArrow`` over the result meets each file group's rows as one run
+    (``consecutive_groups``).  The benchmark times this shuffle alone with a task that writes
+    nothing (tests/benchmarks/test_bench_write.py)."""
+    grouped = frame if hashed else frame.withColumn(GROUP_COLUMN, group_column())
     n = write_partitions(frame.sparkSession)
     spread = grouped.repartition(GROUP_COLUMN) if n is None else grouped.repartition(n, GROUP_COLUMN)
     return spread.sortWithinPartitions(GROUP_COLUMN)
@@ -551,7 +576,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
             keyed = _routed(df, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
             return keyed if keyed is not None else df.mapInArrow(_tag_batches(key_spec, bucket), tagged_schema)
 
-        keyed = df.withColumns(jvm_route.checked()) if jvm_route is not None else routed_in_python()
+        keyed = df.withColumn(GROUP_COLUMN, jvm_route.group_hash()) if jvm_route is not None else routed_in_python()
         if bucket is not None:
             targets = {}
             for s in view_slices:
@@ -574,22 +599,22 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
                            instant=instant.timestamp, data_schema_json=data_schema,
                            ordering_field=cfg.ordering_field, log_block_format=log_block_format,
                            operation=op.value, stage_id=0)
-        write_group = _write_groups(ctx, targets, bucket, None if op is Operation.DELETE else cfg.ordering_field,
-                                    data_columns, key_spec)
+        ordering = None if op is Operation.DELETE else cfg.ordering_field
 
-        def run_write_job(frame) -> list:
+        def run_write_job(frame, hashed: bool) -> list:
             # One file group at a time in a task's memory (a shuffle partition may hold many);
             # the rows that come back are write stats only: a few hundred bytes per file group.
-            return rows_by_file_group(frame).mapInArrow(write_group, stats_schema).collect()
+            write_group = _write_groups(ctx, targets, bucket, ordering, data_columns, key_spec, hashed)
+            return rows_by_file_group(frame, hashed).mapInArrow(write_group, stats_schema).collect()
 
         try:
-            rows = run_write_job(keyed)
+            rows = run_write_job(keyed, hashed=jvm_route is not None)
         except Exception as e:
             if jvm_route is None or INEXACT_ROUTE not in str(e):
                 raise
             # Keys Hudi parses as field:value pairs: their bucket is Python's to compute.  The
             # job stopped in its map stage, before any file was written.
-            rows = run_write_job(routed_in_python())
+            rows = run_write_job(routed_in_python(), hashed=False)
         if not rows:
             _abort(table, inflight)     # the input has no row: nothing to do, no instant left
             return None
@@ -597,6 +622,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         for row in rows:
             if row["stat"] is not None:
                 stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
+        _check_one_file_per_group(stats, bucket)
         _remove_orphans(table, instant.timestamp, stats)
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
                                   extra_metadata={"schema": data_schema}, operation_type=op.hudi_name)
@@ -619,6 +645,22 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         deletes=sum(s.num_deletes or 0 for s in all_stats),
         file_groups_created=sum(1 for s in all_stats if s.prev_commit in (None, "null")),
         seconds=round(time.monotonic() - started, 3), services=services)
+
+
+def _check_one_file_per_group(stats: dict[str, list[WriteStat]], bucket: BucketSpec | None) -> None:
+    """A write creates one file per file group, written by one task: two files for one file group
+    (or, with the bucket index, for one bucket of a partition) mean its rows reached two groups
+    of the write job, and the commit would leave it split.  The write is undone instead."""
+    for partition, written in stats.items():
+        seen: set = set()
+        for stat in written:
+            number = bucket_of_file_id(stat.file_id) if bucket is not None else None
+            group = stat.file_id if number is None else number
+            if group in seen:
+                what = f"file group {stat.file_id}" if number is None else f"bucket {number}"
+                raise TablesvcError(f"{what} of partition {partition!r} was written by two groups of the write job "
+                                    "(Spark's routing and tablesvc's differ); nothing of this write is committed")
+            seen.add(group)
 
 
 def _remove_orphans(table, instant: str, stats: dict[str, list[WriteStat]]) -> None:

@@ -17,8 +17,8 @@ Avro log blocks.
    A second row times the same upsert into a copy of the inserted table with Parquet log blocks
    (``log_block_format="parquet"``) against the same delta-rs timing; a third keeps the baseline of
    ``make bench-io``: the Spark anti-join + union rewrite of the plain Parquet copy.  A fourth,
-   reported only, times the upsert's Spark part alone against delta-rs: its own routing columns
-   and shuffle (``rows_by_file_group``) with a task that counts each file group's rows.
+   reported only, times the upsert's Spark part alone against delta-rs: its own routing (the
+   group hash) and shuffle (``rows_by_file_group``) with a task that counts each file group's rows.
 
 Before anything is recorded the results must agree: row counts of every output (tablesvc through
 hudi-rs, Delta through ``deltalake``, the Parquet copies through Spark), and a sample of updated
@@ -46,6 +46,7 @@ from pathlib import Path
 import pytest
 
 from tablesvc.demo.spark_story import trips
+from tablesvc.spark.write_groups import GROUP_COLUMN
 from tablesvc.spark.write_job import _jvm_route, rows_by_file_group
 from tablesvc.write import BucketSpec, KeySpec
 from tablesvc.table import Table, TableSpec
@@ -305,8 +306,8 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
                                 delta_merge, before_ours=fresh(w.mor, mor_parquet),
                                 before_theirs=fresh(delta_pristine, delta))
 
-    # The floor under both: the write's own routing columns and shuffle (rows_by_file_group), run
-    # over by a task that only counts each file group's rows.  What Spark costs before tablesvc
+    # The floor under both: the write's own routing (the group hash of partition path and bucket)
+    # and shuffle (rows_by_file_group), run over by a task that only counts each file group's rows.  What Spark costs before tablesvc
     # encodes or writes anything, next to delta-rs's whole MERGE.
     cfg = Table.open(w.mor).config
     route = _jvm_route(w.updates.schema, KeySpec.from_config(cfg), BucketSpec.from_props(cfg.props))
@@ -319,7 +320,8 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
             yield pa.RecordBatch.from_pydict({"rows": [rows.num_rows]})
 
     def shuffle_only():
-        return rows_by_file_group(w.updates.withColumns(route.checked())).mapInArrow(count_rows, "rows long").collect()
+        hashed = w.updates.withColumn(GROUP_COLUMN, route.group_hash())    # as write_dataframe routes it
+        return rows_by_file_group(hashed, hashed=True).mapInArrow(count_rows, "rows long").collect()
 
     floor, theirs_floor = paired(shuffle_only, delta_merge, before_theirs=fresh(delta_pristine, delta))
     counts = [r["rows"] for r in floor.result]
@@ -393,7 +395,7 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
                      **delta_extra)
     bench.record("write: upsert 10%, Spark's routing and shuffle alone (vs delta-rs MERGE)", rows=w.updates_n,
                  bytes=0, ours=floor, baseline=f"delta-rs {deltalake_version} MERGE", theirs=theirs_floor,
-                 notes=(f"{common}; the upsert's own routing columns and shuffle (rows_by_file_group) to its "
+                 notes=(f"{common}; the upsert's own routing (group hash) and shuffle (rows_by_file_group) to its "
                         f"{len(counts)} file groups, each group's rows handed to a Python task that counts them "
                         "and writes nothing: the part of the upsert that is Spark's, before any block is encoded, "
                         "any file written or the timeline touched. Reported, not judged; medians of "
