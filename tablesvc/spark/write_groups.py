@@ -70,7 +70,7 @@ def consecutive_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
                 pieces = []
                 done.add(current)
             if value in done:
-                if PARTITION in batch.schema.names:
+                if FG_COLUMN in batch.schema.names:    # not routed in Spark (an input may hold PARTITION)
                     partition, fg = (batch.column(c)[start].as_py() for c in (PARTITION, FG_COLUMN))
                     which = f"file group {fg!r} of partition {partition!r}"
                 else:

@@ -192,9 +192,11 @@ def _routed(df, key_spec: KeySpec, bucket: BucketSpec | None):
 # spellings agree), the partition path and the bucket are Spark expressions, and no row crosses
 # to Python before the write tasks.  The bucket takes Java's ``String.hashCode`` from the JVM
 # itself (``reflect`` of ``java.util.Objects.hashCode``); the ``List.hashCode`` around it is
-# 64-bit integer arithmetic masked to 32 bits.  The write task recomputes both in Python and
-# refuses a row routed elsewhere (``_check_routing``), so a difference can fail a write but
-# never split a file group.
+# 64-bit integer arithmetic masked to 32 bits.  Only their hash crosses the shuffle
+# (``_JvmRoute.group_hash``); the write task computes both again in Python and groups by
+# those, and the driver refuses a commit that writes one file group twice
+# (``_check_one_file_per_group``), so a difference can fail a write but never split a file
+# group.
 
 _JVM_KEY_TYPES = ("string", "tinyint", "smallint", "int", "bigint", "boolean")
 _MASK32 = 0xFFFFFFFF
