@@ -624,7 +624,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         for row in rows:
             if row["stat"] is not None:
                 stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
-        _check_one_file_per_group(stats, bucket)
+        _check_one_file_per_group(instant.timestamp, stats, bucket)
         _remove_orphans(table, instant.timestamp, stats)
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
                                   extra_metadata={"schema": data_schema}, operation_type=op.hudi_name)
@@ -649,7 +649,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         seconds=round(time.monotonic() - started, 3), services=services)
 
 
-def _check_one_file_per_group(stats: dict[str, list[WriteStat]], bucket: BucketSpec | None) -> None:
+def _check_one_file_per_group(instant: str, stats: dict[str, list[WriteStat]], bucket: BucketSpec | None) -> None:
     """A write creates one file per file group, written by one task: two files for one file group
     (or, with the bucket index, for one bucket of a partition) mean its rows reached two groups
     of the write job, and the commit would leave it split.  The write is undone instead."""
@@ -660,8 +660,9 @@ def _check_one_file_per_group(stats: dict[str, list[WriteStat]], bucket: BucketS
             group = stat.file_id if number is None else number
             if group in seen:
                 what = f"file group {stat.file_id}" if number is None else f"bucket {number}"
-                raise TablesvcError(f"{what} of partition {partition!r} was written by two groups of the write job "
-                                    "(Spark's routing and tablesvc's differ); nothing of this write is committed")
+                raise TablesvcError(f"write {instant}: {what} of partition {partition!r} was written by two groups "
+                                    "of the write job (Spark's routing and tablesvc's differ); nothing of this "
+                                    "write is committed")
             seen.add(group)
 
 

@@ -24,7 +24,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 from growth_plot import write_growth_svg   # beside this module (tests/benchmarks is on sys.path)
@@ -172,7 +172,7 @@ def paired(ours: Callable[[], Any], theirs: Callable[[], Any], *, runs: int | No
     return _median(ours_runs[warm:], ours_runs[:warm]), _median(theirs_runs[warm:], theirs_runs[:warm])
 
 
-def _median(measurements: list[Measurement], warmup: list[Measurement] = ()) -> Measurement:
+def _median(measurements: list[Measurement], warmup: Sequence[Measurement] = ()) -> Measurement:
     ordered = sorted(measurements, key=lambda m: m.seconds)
     middle = ordered[(len(ordered) - 1) // 2]
     return Measurement(middle.seconds, max(m.peak_rss_mb for m in measurements), measurements[-1].result,

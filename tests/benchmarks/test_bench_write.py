@@ -307,8 +307,9 @@ def test_upsert_vs_delta_merge_and_spark_rewrite(written, spark, bench):
                                 before_theirs=fresh(delta_pristine, delta))
 
     # The floor under both: the write's own routing (the group hash of partition path and bucket)
-    # and shuffle (rows_by_file_group), run over by a task that only counts each file group's rows.  What Spark costs before tablesvc
-    # encodes or writes anything, next to delta-rs's whole MERGE.
+    # and shuffle (rows_by_file_group), run over by a task that only counts each file group's
+    # rows.  What Spark costs before tablesvc encodes or writes anything, next to delta-rs's
+    # whole MERGE.
     cfg = Table.open(w.mor).config
     route = _jvm_route(w.updates.schema, KeySpec.from_config(cfg), BucketSpec.from_props(cfg.props))
     assert route is not None, "the benchmark's keys route in the JVM"
