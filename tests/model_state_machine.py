@@ -62,6 +62,7 @@ for p in (str(REPO), str(TESTS)):
         sys.path.insert(0, p)
 
 from invariants import InstantHistory, check_invariants  # noqa: E402
+from timeline.heartbeat import Heartbeat  # noqa: E402
 
 KEYS = 40
 CITIES = ("amsterdam", "berlin")
@@ -465,13 +466,26 @@ class ModelRun:
 
     def run(self) -> RunStats:
         started = time.monotonic()
-        self.create()
-        self.check(StepRecord(0, "create", ""), recovered=True)
-        for n in range(1, self.steps + 1):
-            self.step(n)
-            self.stats.steps = n
+        try:
+            self.create()
+            self.check(StepRecord(0, "create", ""), recovered=True)
+            for n in range(1, self.steps + 1):
+                self.step(n)
+                self.stats.steps = n
+        finally:
+            self.end_dead_heartbeats()
         self.stats.seconds = time.monotonic() - started
         return self.stats
+
+    def end_dead_heartbeats(self) -> None:
+        """Stop the heartbeat threads of crashed steps before the run returns.  Left alone, each
+        would wake at its next beat (up to a minute later, inside some other test), meet the dead
+        storage and end by SystemExit, which pytest reports against that other test.  A thread's
+        target is its Heartbeat's bound ``_run``; stopping it without a beat ends it quietly."""
+        for thread in self.dead_threads:
+            heartbeat = getattr(getattr(thread, "_target", None), "__self__", None)
+            if isinstance(heartbeat, Heartbeat) and thread.is_alive():
+                heartbeat.stop(delete=False)
 
     def failure(self, record: StepRecord, violations: list[str]) -> ModelFailure:
         lines = [f"model-based test failed: seed {self.seed}, table version {self.version}, at step {record.number} "

@@ -29,8 +29,9 @@ import pytest
 from invariants import InstantHistory, check_invariants
 from model_state_machine import ModelRun, run_model
 
-# A simulated crash ends the dead "process"'s heartbeat thread by raising SystemExit in it, on
-# purpose (model_state_machine.CrashingStorage); pytest reports every such thread exit.
+# A dead "process"'s heartbeat thread that beats before its run ends meets SystemExit, on purpose
+# (model_state_machine.CrashingStorage), and pytest reports every such thread exit; the run stops
+# the others quietly before it returns (ModelRun.end_dead_heartbeats).
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
 REPO = Path(__file__).resolve().parent.parent
