@@ -59,10 +59,6 @@ def _harness():
     return bench_harness
 
 
-def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
-
-
 def _file_system(path: str) -> str:
     """The type of the file system ``path`` is on (the longest mount point above it)."""
     best, kind = "", "unknown"
@@ -101,7 +97,7 @@ def test_clean_execution_vs_unlink(bench, tmp_path):
         synthetic = build_timeline(root / "t", n)
         scheduled = schedule_clean(synthetic.table, config)
         assert scheduled.status is Status.SCHEDULED, scheduled
-        built[side] = (synthetic, [_local(p) for p in _files_in_plan(synthetic.table)])
+        built[side] = (synthetic, _files_in_plan(synthetic.table))
         os.sync()                       # the build's writes reach the disk before the clock starts
 
     def ours():
@@ -195,7 +191,7 @@ def crashed_table(spark, tmp_path_factory):
             Table.open(path).upsert(_rows(spark, 3))
     (pending,) = [i for i in Table.open(path).timeline().instants if not i.is_completed]
     assert pending.action is Action.DELTA_COMMIT and pending.state is State.INFLIGHT
-    beat = _local(heartbeat_path(Table.open(path).base_path, pending.timestamp))
+    beat = heartbeat_path(Table.open(path).base_path, pending.timestamp)
     with open(beat, "w") as f:      # an hour old: the writer is long dead
         f.write(str(int(time.time() * 1000) - 3_600_000))
     yield path, pending.timestamp, before
@@ -205,10 +201,10 @@ def crashed_table(spark, tmp_path_factory):
 @pytest.mark.spark
 def test_rollback_of_a_killed_write_vs_unlink(bench, crashed_table, tmp_path):
     source, killed, before = crashed_table
-    base = _local(Table.open(source).base_path)
+    base = Table.open(source).base_path   # a local absolute path (Table.open normalises it)
     plan = PlanSummary.of(plan_rollback(Table.open(source), killed))
     # the plan names files by path in the crashed table; the runs work on copies of it
-    written = sorted(os.path.relpath(_local(p), base) for p in plan.files_to_delete)
+    written = sorted(os.path.relpath(p, base) for p in plan.files_to_delete)
     assert len(written) == PARTITIONS * BUCKETS and not plan.command_block_files
     runs = {"ours": str(tmp_path / "ours"), "theirs": str(tmp_path / "theirs")}
 
@@ -232,8 +228,8 @@ def test_rollback_of_a_killed_write_vs_unlink(bench, crashed_table, tmp_path):
     rolled_back = Table.open(runs["ours"])
     assert not [i for i in rolled_back.timeline().instants if not i.is_completed]
     assert not any(os.path.exists(os.path.join(runs["ours"], rel)) for rel in written)
-    assert not os.path.exists(_local(marker_dir(rolled_back.base_path, killed)))
-    assert not os.path.exists(_local(heartbeat_path(rolled_back.base_path, killed)))
+    assert not os.path.exists(marker_dir(rolled_back.base_path, killed))
+    assert not os.path.exists(heartbeat_path(rolled_back.base_path, killed))
     assert _snapshot(runs["ours"]) == before, "after the rollback hudi-rs should read the rows before the killed write"
     bench.record("rollback: a killed write of 1,000 log files", rows=len(written), bytes=0, ours=ours_m,
                  baseline="os.unlink of the same files", theirs=theirs_m,
