@@ -196,16 +196,18 @@ def _check_compacted_blocks(table: Table, config) -> None:
     assert compacted == [expected] * PARTITIONS, compacted
 
 
-def _lc(table: Table, config, spark) -> dict:
+def _lc(table: Table, config) -> dict:
+    """One in-process log compaction (``spark=None``), timed once and checked."""
     instant = _schedule_lc(table, config)
-    lc = _done(measure(lambda: run_log_compaction(table, instant, spark=spark, config=config)))
+    lc = _done(measure(lambda: run_log_compaction(table, instant, spark=None, config=config)))
     _check_compacted_blocks(table, config)
     return lc
 
 
-def _full(table: Table, config, spark, in_process: bool = False) -> dict:
+def _full(table: Table, config) -> dict:
+    """One full compaction with in-process tasks, timed once."""
     instant = _schedule_full(table, config)
-    return _done(measure(lambda: run_compaction(table, instant, spark=spark, config=config, in_process=in_process)))
+    return _done(measure(lambda: run_compaction(table, instant, spark=None, config=config, in_process=True)))
 
 
 def _config(tables: dict):
@@ -245,8 +247,8 @@ def _record(bench, case: str, tables, lc: dict, full: dict, how: str, baseline: 
 
 def test_log_compaction_in_process(bench, tables):
     config = _config(tables)
-    lc = _lc(tables["lc_local"], config, None)
-    full = _full(tables["full_local"], config, None, in_process=True)
+    lc = _lc(tables["lc_local"], config)
+    full = _full(tables["full_local"], config)
     _record(bench, f"log compaction: in-process (spark=None), {_formats(tables)}", tables, lc, full,
             "tasks one after the other in this process (1 core)",
             "full compaction (run_compaction), in-process tasks", cores=1)
@@ -273,18 +275,20 @@ def test_log_compaction_spark(bench, tables, spark):
 
     for _ in range(2):  # the job shape both services use: packed tasks -> mapInArrow
         pack_tasks(spark, list(range(PARTITIONS))).frame.mapInArrow(warm, "id long").collect()
-    # Paired like the other cases with a ratio (bench_harness.paired): two untimed pairs, then
-    # alternating timed runs, medians compared.  A session's first log compaction ran at
-    # 866k-980k records/s and later ones at 1.2-1.5M (parquet, 2026-11-23): the first run
-    # measures the JVM and the workers warming up, not what a long-lived service worker sees.
-    # Both sides change the table, so each run works on a fresh copy of the original, made and
-    # scheduled outside the timing.
+    # Paired like the other cases with a ratio (bench_harness.paired: untimed warm-up pairs,
+    # then alternating timed runs, medians compared); until the fourteenth round one run was
+    # timed.  Both sides change the table, so each run works on a fresh copy of the original,
+    # made and scheduled outside the timing.  Every run, warm-ups included, is checked: the
+    # results below, and each log-compacted copy's blocks before the next copy replaces it.
     root = Path(tables["original"].base_path).parent
     runs: dict[str, tuple[Table, str]] = {}
+    results: dict[str, list] = {"lc": [], "full": []}
 
     def fresh(side: str, schedule):
         def prepare() -> None:
             path = root / f"{side}_spark_run"
+            if side == "lc" and side in runs:
+                _check_compacted_blocks(runs[side][0], config)
             shutil.rmtree(path, ignore_errors=True)
             shutil.copytree(tables["original"].base_path, path)
             table = Table.open(str(path))
@@ -293,16 +297,23 @@ def test_log_compaction_spark(bench, tables, spark):
 
     def run_lc():
         table, instant = runs["lc"]
-        return run_log_compaction(table, instant, spark=spark, config=config)
+        results["lc"] += run_log_compaction(table, instant, spark=spark, config=config)
+        return results["lc"][-1:]
 
     def run_full():
         table, instant = runs["full"]
-        return run_compaction(table, instant, spark=spark, config=config)
+        results["full"] += run_compaction(table, instant, spark=spark, config=config)
+        return results["full"][-1:]
 
     ours, theirs = _harness().paired(run_lc, run_full, before_ours=fresh("lc", _schedule_lc),
                                      before_theirs=fresh("full", _schedule_full))
     lc, full = _done(ours), _done(theirs)
     _check_compacted_blocks(runs["lc"][0], config)
+    for side, done in results.items():   # every run did the same work on its identical copy
+        assert len(done) == len(ours.runs) + len(ours.warmup), (side, len(done))
+        assert all(r.status is Status.DONE for r in done), [r.reason for r in done]
+        assert len({(r.metrics["log_records"], r.metrics["records_written"]) for r in done}) == 1, \
+            [(r.metrics["log_records"], r.metrics["records_written"]) for r in done]
     _record(bench, f"log compaction: Spark local[2], {_formats(tables)}", tables, lc, full,
             "file groups packed into Spark tasks, local[2]; medians of alternating runs",
             "full compaction (run_compaction), Spark local[2]", cores=2)
