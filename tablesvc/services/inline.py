@@ -2,20 +2,30 @@
 
 | setting | after each write |
 |---|---|
-| `hoodie.compact.inline=true` | if compaction is due (trigger strategy), schedule it and run it now |
+| `hoodie.compact.inline=true` | run the pending compaction plans (oldest first); then, if compaction is due (trigger strategy), schedule it and run it now |
 | `hoodie.compact.schedule.inline=true` | if due, only schedule it; `tablesvc compaction run` or the runner executes it |
-| `hoodie.log.compaction.inline=true` | if a file slice holds `hoodie.log.compaction.blocks.threshold` log blocks, log-compact it now |
+| `hoodie.log.compaction.inline=true` | run the pending log compaction plans; then, if a file slice holds `hoodie.log.compaction.blocks.threshold` log blocks, log-compact it now |
 | `hoodie.clean.automatic=true` (default) | clean, when the earliest commit to retain moved |
 
 Defaults are Hudi's for MOR tables: cleaning on, compaction off inline.  Deciding that
 nothing is due reads the timeline only: no Spark job, no file listing.
+
+Running the pending plans first is what Hudi's inline compaction does (``runAnyPendingCompactions``):
+a plan left behind by a crashed writer, or scheduled inline earlier, would otherwise wait forever,
+since the planner leaves out the file groups of pending plans (apache/hudi#8567).  A plan whose
+executor is alive (its heartbeat beats) is left to that executor: the write has succeeded, and an
+inline service must not fail it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tablesvc.config.loader import ServiceConfig
+from tablesvc.errors import ConflictError
 from tablesvc.services.result import ServiceResult, Status
 from timeline.active import Timeline
+from timeline.instant import Instant
 
 
 def run_inline_services(table, config: ServiceConfig, spark=None) -> list[ServiceResult]:
@@ -31,6 +41,10 @@ def run_inline_services(table, config: ServiceConfig, spark=None) -> list[Servic
         from timeline.instant_time import resolve_timezone
 
         timeline = table.timeline()
+        if inline and timeline.pending_compactions():
+            results.extend(_run_pending(timeline.pending_compactions(), "compaction",
+                                        lambda ts: run_compaction(table, ts, spark=spark, config=config)))
+            timeline = table.timeline()
         due, reason = compaction_due(timeline, config, table.clock, tz=resolve_timezone(table.config.timezone))
         if due:
             scheduled = schedule_compaction(table, config)
@@ -43,6 +57,11 @@ def run_inline_services(table, config: ServiceConfig, spark=None) -> list[Servic
     if config.get("hoodie.log.compaction.inline") and table.config.is_mor:
         from tablesvc.services.log_compaction import run_log_compaction, schedule_log_compaction
 
+        pending = (timeline or table.timeline()).pending_log_compactions()
+        if pending:
+            results.extend(_run_pending(pending, "logcompaction",
+                                        lambda ts: run_log_compaction(table, ts, spark=spark, config=config)))
+            timeline = None
         scheduled = schedule_log_compaction(table, config)
         results.append(scheduled)
         if scheduled.instant:
@@ -50,6 +69,21 @@ def run_inline_services(table, config: ServiceConfig, spark=None) -> list[Servic
             timeline = None
     if config.get("hoodie.clean.automatic"):
         results.extend(_clean(table, config, timeline or table.timeline()))
+    return results
+
+
+def _run_pending(pending: tuple[Instant, ...], action: str,
+                 run: Callable[[str], list[ServiceResult]]) -> list[ServiceResult]:
+    """Run each pending plan, oldest first (an inflight one whose executor died is rolled back and
+    re-executed by ``run``); a plan another process is running, or took meanwhile, is reported and
+    left to it."""
+    results: list[ServiceResult] = []
+    for instant in pending:
+        try:
+            results.extend(run(instant.timestamp))
+        except ConflictError as e:
+            results.append(ServiceResult(action, Status.NOTHING_TO_DO, instant.timestamp,
+                                         f"pending plan left to the process running it: {e}"))
     return results
 
 
