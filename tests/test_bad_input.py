@@ -168,6 +168,11 @@ def missing_table(ctx: Ctx) -> None:
     ctx.values["table"] = str(ctx.tmp / "no-such-table")
 
 
+def file_as_table(ctx: Ctx) -> None:
+    (ctx.tmp / "a-file").write_text("not a folder\n")
+    ctx.values["table"] = str(ctx.tmp / "a-file")
+
+
 def stray_dir(ctx: Ctx) -> None:
     stray = ctx.table / "city=chennai" / "stray-folder"
     stray.mkdir()
@@ -405,6 +410,17 @@ CASES = [
         not_a_table(c), make_input("missing")(c)), readable=False),
     C("read-not-a-table", "read {table}", 2, ["{table}"], prepare=not_a_table, readable=False),
     C("run-once-not-a-table", "run --once {table}", 2, ["{table}"], prepare=not_a_table, readable=False),
+    C("status-path-is-a-file", "status {table}", 2, ["{table}", "is a file"], prepare=file_as_table, readable=False),
+    C("rollback-path-is-a-file", "rollback {table}", 2, ["{table}", "is a file"], prepare=file_as_table,
+      readable=False),
+    C("init-under-a-file", "init {table}/sub --name t --record-key uuid", 2, ["{table}/sub", "is a file"],
+      prepare=file_as_table, readable=False),
+    # empty values are refused, not read as "not given" (an empty --instant would roll back every failed instant)
+    C("rollback-empty-instant", ("rollback", "{table}", "--instant", ""), 2, ["--instant", "empty"]),
+    C("read-empty-as-of", ("read", "{table}", "--as-of", ""), 2, ["--as-of", "empty"]),
+    C("status-max-failures-negative", "status {table} --max-failures -3", 2, ["--max-failures", "-3"]),
+    C("write-props-no-record-key", "write {table} --input x.parquet", 2, ["hoodie.table.recordkey.fields"],
+      prepare=props_edit("hoodie.table.recordkey.fields", None), readable=False),
     # hoodie.properties
     C("props-binary-garbage", "timeline {table}", 2, ["{file}"], prepare=props_garbage, readable=False),
     C("props-text-garbage", "status {table}", 2, ["{file}"], prepare=props_text_garbage, readable=False),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tablesvc.cli.output import print_json, print_table, say
+from tablesvc.errors import InvalidInputError
 from tablesvc.table import Table
 
 
@@ -22,6 +23,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def run(args: argparse.Namespace) -> int:
     from tablesvc.runner import table_status
 
+    if args.max_failures < 1:
+        raise InvalidInputError(f"--max-failures must be at least 1 (got {args.max_failures})")
     status = table_status(Table.open(args.path), args.service_config, args.max_failures)
     if args.json:
         print_json(status)

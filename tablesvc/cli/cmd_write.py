@@ -8,6 +8,7 @@ import os
 from tablesvc.cli.output import print_json, say
 from tablesvc.errors import InvalidInputError
 from tablesvc.table import Table
+from tablesvc.write.keys import KeySpec
 
 FORMATS = ("parquet", "json", "csv")
 
@@ -126,6 +127,7 @@ def _malformed_records(df, fmt: str, path: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     table = Table.open(args.path)
+    KeySpec.from_config(table.config)   # a table whose keys cannot be built is refused before Spark starts
     if not os.path.exists(args.input):
         raise InvalidInputError(f"{args.input}: no such input file or folder")
     fmt = _format(args.input, args.input_format)

@@ -20,7 +20,7 @@ from tablesvc.cli import (
     cmd_status, cmd_timeline, cmd_write,
 )
 from tablesvc.config import load_config
-from tablesvc.errors import TablesvcError
+from tablesvc.errors import InvalidInputError, TablesvcError
 from tablesvc.storage import LocalStorage
 
 COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read, cmd_compaction, cmd_logcompaction, cmd_clean,
@@ -62,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # a usage error (one line, exit 2), --help or --version (exit 0)
         return e.code if isinstance(e.code, int) else 2
     try:
+        _refuse_empty_values(args)
         table_path = getattr(args, "path", None)
         if table_path and not os.path.isdir(os.path.join(table_path, ".hoodie")):
             table_path = None  # not a table (yet): the command reports that itself
@@ -87,6 +88,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = (str(e).strip().splitlines() or [""])[0]
         print(f"tablesvc: error: {type(e).__name__}: {first} (rerun with --debug for details)", file=sys.stderr)
         return 1
+
+
+# Arguments for which an empty string would silently mean "not given" (``--instant ""`` would
+# roll back every failed instant) or name nothing.
+_NON_EMPTY = {"path": "PATH", "instant": "--instant", "as_of": "--as-of", "input": "--input", "job": "JOB"}
+
+
+def _refuse_empty_values(args: argparse.Namespace) -> None:
+    for name, shown in _NON_EMPTY.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            raise InvalidInputError(f"{shown} is empty")
 
 
 def entry_point() -> None:

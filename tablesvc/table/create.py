@@ -119,6 +119,10 @@ def create_table(storage: Storage, base_path: str, spec: TableSpec) -> TableConf
     props = table_properties(spec)
     layout = TimelineLayout.for_table_version(spec.table_version)
     for folder in (".hoodie", ".hoodie/.aux", ".hoodie/.temp", layout.timeline_dir):
-        storage.makedirs(join(base_path, folder))
+        try:
+            storage.makedirs(join(base_path, folder))
+        except (NotADirectoryError, FileExistsError) as e:   # a file where a folder must go
+            raise InvalidInputError(f"cannot create the table at {base_path}: part of that path is a file, "
+                                    f"not a folder ({e.strerror})") from None
     write_properties(storage, base_path, props, create=True)
     return TableConfig.from_properties(props)

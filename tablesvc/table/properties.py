@@ -132,6 +132,9 @@ def read_properties(storage: Storage, base_path: str) -> dict[str, str]:
         except FileNotFoundError:
             problems.append(f"{path} is missing")
             continue
+        except (NotADirectoryError, IsADirectoryError):
+            problems.append(f"{path} is not a file in a folder")
+            continue
         except UnicodeDecodeError:
             problems.append(f"{path} is not UTF-8 text")
             continue

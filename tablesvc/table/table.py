@@ -40,6 +40,8 @@ class Table:
         storage = storage or storage_for(base)
         if not storage.exists(base):
             raise NotATableError(f"{base}: no such folder")
+        if not storage.stat(base).is_dir:
+            raise NotATableError(f"{base} is a file, not a table folder")
         props = read_properties(storage, base)
         return cls(base, storage, TableConfig.from_properties(props, f"{base}/.hoodie/hoodie.properties"), clock)
 

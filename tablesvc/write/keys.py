@@ -78,6 +78,9 @@ class KeySpec:
             if ":" in part and part.split(":", 1)[1].strip().upper() != "SIMPLE":
                 raise UnsupportedTableError(f"partition field {part!r}: only SIMPLE partition fields are supported")
         complex_keygen = kind == "COMPLEX"
+        if not config.record_key_fields:
+            raise InvalidInputError(f"table {config.name}: hoodie.table.recordkey.fields is not set in its "
+                                    "hoodie.properties; a write needs the record key fields")
         return cls(
             record_key_fields=config.record_key_fields,
             partition_fields=config.partition_fields,
