@@ -237,6 +237,11 @@ LOG_DAMAGE = {
     # garbage (no magic) between two valid blocks, long enough to have been a block
     "bad_magic_mid_file": log_rewrite(lambda d, c: d + b"XXXXXX" + b"garbage" * 10 + _extra_block(c.b.t2),
                                       lambda d, c: len(d)),
+    # a whole block of the completed t2 at the end, its magic alone overwritten: still t2's data
+    "damaged_magic_completed_instant": log_rewrite(lambda d, c: d + b"XXXXXX" + _extra_block(c.b.t2)[6:],
+                                                   lambda d, c: len(d)),
+    # the same damage on a block of a failed append: the torn tail of a failed append, ignored
+    "damaged_magic_failed_append": log_rewrite(lambda d, c: d + b"XXXXXX" + _extra_block(FAILED_INSTANT)[6:]),
     # the magic written twice before the (only) block: only 6 bytes, no block can hide there
     "duplicated_magic": log_rewrite(lambda d, c: b"#HUDI#" + d),
     # a zero-length log file (a writer that died before its first byte)
@@ -469,6 +474,11 @@ CASES = [
     C("log-duplicated-magic", "status {table}", 0, prepare=LOG_DAMAGE["duplicated_magic"], readable=False),
     C("log-torn-tail-of-completed-instant", "status {table}", 1, ["{file}", "{offset}"],
       prepare=LOG_DAMAGE["torn_tail_completed_instant"], readable=False),
+    C("log-damaged-magic-of-completed-instant", "status {table}", 1, ["{file}", "{offset}", "{t2}"],
+      prepare=LOG_DAMAGE["damaged_magic_completed_instant"], readable=False),
+    # as with trailing garbage, hudi-rs drops the complete block before the damaged one; we keep it
+    C("log-damaged-magic-of-failed-append", "status {table}", 0, prepare=LOG_DAMAGE["damaged_magic_failed_append"],
+      expect_rows=True, hudi_agrees=False),
     C("read-log-bad-length-mid-file", "read {table} --output {tmp}/out.parquet", 1, ["{file}", "{offset}"],
       prepare=LOG_DAMAGE["bad_length_mid_file"], readable=False, spark=True),
     # data files and folders

@@ -36,6 +36,7 @@ _I64 = struct.Struct(">q")
 # version + type + header count + content length + footer count + reverse pointer
 _MIN_BLOCK_LENGTH = 4 + 4 + 4 + 8 + 4 + 8
 _PREFIX = len(MAGIC) + 8
+_BLOCK_TYPE_CODES = frozenset(int(t) for t in BlockType if t is not BlockType.CORRUPT)
 
 
 def _encode_map(pairs: Header) -> bytes:
@@ -146,10 +147,17 @@ def _peek_instant_time(data: bytes, start: int, limit: int) -> str | None:
     entry survived, else None.
 
     Only the entries up to INSTANT_TIME need to be whole: writers put it first (ascending key
-    codes), so a block torn inside its SCHEMA header or its content still names its instant."""
+    codes), so a block torn inside its SCHEMA header or its content still names its instant.
+    A frame whose magic alone is damaged still names it when the version and block type that
+    follow are intact: without that, a complete block of a completed instant with six bad bytes
+    in front would pass for the torn tail of a failed append and be dropped in silence."""
     pos = start + _PREFIX + 8  # past magic, block length, version and type
-    if not data.startswith(MAGIC, start) or pos + 4 > limit:
+    if pos + 4 > limit:
         return None
+    if not data.startswith(MAGIC, start):
+        version, block_type = struct.unpack_from(">ii", data, start + _PREFIX)
+        if version != LOG_FORMAT_VERSION or block_type not in _BLOCK_TYPE_CODES:
+            return None
     (count,) = _I32.unpack_from(data, pos)
     pos += 4
     for _ in range(max(0, min(count, 64))):
