@@ -671,3 +671,33 @@ def test_sorted_compaction_of_a_file_group_whose_rows_are_all_deleted(tmp_path, 
     assert latest_log_files(table) == []
     assert our_rows(table, spark) == [] == hudi_rows(table.base_path)
     assert all(pq.read_metadata(s.base_file.path).num_rows == 0 for s in table.latest_file_slices())
+
+
+def test_a_file_group_in_two_pending_plans_is_refused_before_anything_moves(tmp_path):
+    """tablesvc's planner never pins a file group twice, but a plan another tool wrote may
+    (apache/hudi#1780): executing either plan is refused (exit 2, naming the other instant and the
+    file group) with the table untouched; once one plan is removed the other runs."""
+    from table_builders import tree, update_five_records
+    from tablesvc.demo.sample_table import build_sample_table
+    from tablesvc.errors import InvalidInputError
+
+    table = build_sample_table(str(tmp_path / "t")).table
+    update_five_records(table, table.latest_file_slices()[0], 1.5)
+    expected = hudi_rows(table.base_path)
+    first = schedule_compaction(table, None, force=True).instant
+    folder = Path(table.base_path) / table.config.layout.timeline_dir
+    second = str(int(first) + 1)
+    (folder / f"{second}.compaction.requested").write_bytes((folder / f"{first}.compaction.requested").read_bytes())
+    before = tree(Path(table.base_path))
+    for mine, other in ((first, second), (second, first)):
+        with pytest.raises(InvalidInputError) as info:
+            run_compaction(Table.open(table.base_path), mine, in_process=True)
+        message = str(info.value)
+        assert info.value.exit_code == 2 and mine in message and other in message and "file group" in message, message
+    assert tree(Path(table.base_path)) == before
+
+    (folder / f"{second}.compaction.requested").unlink()   # unscheduled: a requested plan wrote nothing
+    [result] = run_compaction(Table.open(table.base_path), first, in_process=True)
+    assert (result.status, result.instant) == (Status.DONE, first)
+    assert not Table.open(table.base_path).timeline().pending_compactions()
+    assert hudi_rows(table.base_path) == expected

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from tablesvc.errors import ConflictError, TablesvcError, UnknownInstantError
+from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
 from tablesvc.config.values import config_value
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.storage import discard_partial_copies
@@ -125,6 +125,33 @@ def spark_session(spark):
     if callable(spark) and not hasattr(spark, "sparkContext"):
         return spark()
     return spark
+
+
+# The plans that pin their file groups: a file group may be in one pending plan only.
+_PINNING_ACTIONS = (Action.COMPACTION, Action.LOG_COMPACTION, Action.CLUSTERING, Action.REPLACE_COMMIT)
+
+
+def refuse_shared_file_groups(table, timeline: Timeline, instant_ts: str, plan: Any, label: str) -> None:
+    """``InvalidInputError`` (exit 2) when a file group of ``plan`` is also in another pending
+    compaction, log compaction or clustering plan.  tablesvc's planners never schedule that, but
+    a plan written by another tool may (apache/hudi#1780: "more than 1 pending compactions"), and
+    running both would merge the same slice twice.  Checked before anything moves."""
+    mine = {(p or "", f) for p, f in plan.file_ids() if f}
+    for other in timeline.pending():
+        if other.timestamp == instant_ts or other.action not in _PINNING_ACTIONS:
+            continue
+        try:
+            theirs = timeline.plan_of(table.storage, other).file_ids()
+        except Exception:   # a replacecommit without a clustering plan pins nothing
+            continue
+        shared = sorted(mine & {(p or "", f) for p, f in theirs if f})
+        if shared:
+            partition, file_id = shared[0]
+            raise InvalidInputError(
+                f"{label} {instant_ts}: file group {file_id} (partition {partition!r}) is also in the pending "
+                f"{other.action.value} {other.timestamp} ({len(shared)} shared in all); a file group may be in one "
+                "pending plan only: remove one of the two plans (`tablesvc rollback --instant T` undoes what an "
+                "inflight one wrote; then delete its .requested file, as Hudi's `compaction unschedule` does)")
 
 
 def refuse_if_alive(table, instant: Instant, label: str, config: Any) -> None:

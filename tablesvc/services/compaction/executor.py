@@ -36,8 +36,8 @@ from tablesvc.logformat import avro_schema_to_arrow
 from tablesvc.merge import ReadContext, SliceSpec, open_merged_slice
 from tablesvc.services.compaction.planner import ACTION, check_supported, schedule_compaction
 from tablesvc.services.plan_execution import (
-    Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, rel_path, remove_orphans,
-    run_file_group_tasks, run_plans, start_plan, total,
+    Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, refuse_shared_file_groups,
+    rel_path, remove_orphans, run_file_group_tasks, run_plans, start_plan, total,
 )
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.write.markers import IOType, create_marker
@@ -250,7 +250,9 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
     current = pending_plan(table, instant_ts, Action.COMPACTION, ACTION, "compaction")
     if isinstance(current, ServiceResult):
         return current
-    plan: CompactionPlan = table.timeline().plan_of(table.storage, current)
+    timeline = table.timeline()
+    plan: CompactionPlan = timeline.plan_of(table.storage, current)
+    refuse_shared_file_groups(table, timeline, instant_ts, plan, "compaction")
     recovered = current.state is State.INFLIGHT
     if recovered:
         _recover_inflight(table, current, config, fence)

@@ -38,8 +38,8 @@ from tablesvc.merge.context import EVENT_TIME_ORDERING
 from tablesvc.merge.merger import LogDeletes, is_natural_delete
 from tablesvc.merge.schema import work_schema
 from tablesvc.services.plan_execution import (
-    Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, rel_path, remove_orphans,
-    run_file_group_tasks, run_plans, start_plan, total,
+    Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, refuse_shared_file_groups,
+    rel_path, remove_orphans, run_file_group_tasks, run_plans, start_plan, total,
 )
 from tablesvc.services.compaction.planner import check_supported
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
@@ -285,7 +285,9 @@ def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) ->
                                  f"the failed log compaction {instant_ts} was rolled back and its plan dropped; "
                                  "nothing is eligible for a fresh plan")
         instant_ts = fresh
-    plan: CompactionPlan = table.timeline().plan_of(table.storage, table.timeline().require(instant_ts))
+    timeline = table.timeline()
+    plan: CompactionPlan = timeline.plan_of(table.storage, timeline.require(instant_ts))
+    refuse_shared_file_groups(table, timeline, instant_ts, plan, "log compaction")
     # On failure L stays inflight without a heartbeat: the next run rolls it back and reschedules.
     with start_plan(table, instant_ts, Action.LOG_COMPACTION, "log compaction", config, fence) as inflight:
         timeline = table.timeline()
