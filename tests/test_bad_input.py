@@ -423,6 +423,7 @@ CASES = [
     # empty values are refused, not read as "not given" (an empty --instant would roll back every failed instant)
     C("rollback-empty-instant", ("rollback", "{table}", "--instant", ""), 2, ["--instant", "empty"]),
     C("read-empty-as-of", ("read", "{table}", "--as-of", ""), 2, ["--as-of", "empty"]),
+    C("run-once-empty-path", ("run", "--once", "{table}", ""), 2, ["PATH", "empty"]),
     C("status-max-failures-negative", "status {table} --max-failures -3", 2, ["--max-failures", "-3"]),
     C("write-props-no-record-key", "write {table} --input x.parquet", 2, ["hoodie.table.recordkey.fields"],
       prepare=props_edit("hoodie.table.recordkey.fields", None), readable=False),

@@ -92,13 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # Arguments for which an empty string would silently mean "not given" (``--instant ""`` would
 # roll back every failed instant) or name nothing.
-_NON_EMPTY = {"path": "PATH", "instant": "--instant", "as_of": "--as-of", "input": "--input", "job": "JOB"}
+_NON_EMPTY = {"path": "PATH", "paths": "PATH", "instant": "--instant", "as_of": "--as-of", "input": "--input",
+              "output": "--output", "config": "--config", "job": "JOB"}
 
 
 def _refuse_empty_values(args: argparse.Namespace) -> None:
     for name, shown in _NON_EMPTY.items():
         value = getattr(args, name, None)
-        if isinstance(value, str) and not value.strip():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
             raise InvalidInputError(f"{shown} is empty")
 
 

@@ -13,8 +13,8 @@ nothing is due reads the timeline only: no Spark job, no file listing.
 Running the pending plans first is what Hudi's inline compaction does (``runAnyPendingCompactions``):
 a plan left behind by a crashed writer, or scheduled inline earlier, would otherwise wait forever,
 since the planner leaves out the file groups of pending plans (apache/hudi#8567).  A plan whose
-executor is alive (its heartbeat beats) is left to that executor: the write has succeeded, and an
-inline service must not fail it.
+executor is alive (its heartbeat beats) is left to that executor, and a plan refused for its
+content is reported, not raised: the write has committed (``_run_pending``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tablesvc.config.loader import ServiceConfig
-from tablesvc.errors import ConflictError
+from tablesvc.errors import ConflictError, InvalidInputError, UnknownInstantError
 from tablesvc.services.result import ServiceResult, Status
 from timeline.active import Timeline
 from timeline.instant import Instant
@@ -57,7 +57,8 @@ def run_inline_services(table, config: ServiceConfig, spark=None) -> list[Servic
     if config.get("hoodie.log.compaction.inline") and table.config.is_mor:
         from tablesvc.services.log_compaction import run_log_compaction, schedule_log_compaction
 
-        pending = (timeline or table.timeline()).pending_log_compactions()
+        timeline = timeline or table.timeline()
+        pending = timeline.pending_log_compactions()
         if pending:
             results.extend(_run_pending(pending, "logcompaction",
                                         lambda ts: run_log_compaction(table, ts, spark=spark, config=config)))
@@ -75,15 +76,19 @@ def run_inline_services(table, config: ServiceConfig, spark=None) -> list[Servic
 def _run_pending(pending: tuple[Instant, ...], action: str,
                  run: Callable[[str], list[ServiceResult]]) -> list[ServiceResult]:
     """Run each pending plan, oldest first (an inflight one whose executor died is rolled back and
-    re-executed by ``run``); a plan another process is running, or took meanwhile, is reported and
-    left to it."""
+    re-executed by ``run``).  The write has committed, so a plan that cannot run now is reported
+    in the results, with the reason, rather than raised: one another process is running (exit 3
+    alone), one that vanished meanwhile (another process recovered it), one refused for its
+    content (say, a file group shared with another pending plan).  ``compaction run``, the
+    runner and ``status`` still raise and show those.  A failure while executing (a corrupt log
+    block: exit 1) is raised, as it is for a plan scheduled now."""
     results: list[ServiceResult] = []
     for instant in pending:
         try:
             results.extend(run(instant.timestamp))
-        except ConflictError as e:
+        except (ConflictError, InvalidInputError, UnknownInstantError) as e:
             results.append(ServiceResult(action, Status.NOTHING_TO_DO, instant.timestamp,
-                                         f"pending plan left to the process running it: {e}"))
+                                         f"pending plan {instant.timestamp} not run now: {e}"))
     return results
 
 
