@@ -285,3 +285,27 @@ def test_the_earliest_commit_to_retain_keeps_its_definition():
                     CleanConfig(CleanerPolicy.KEEP_LATEST_FILE_VERSIONS, 10, 3, 24, True)):
             assert _earliest_commit_to_retain(timeline, cfg, now, timezone.utc) == \
                 _ectr_by_definition(timeline, cfg, now, timezone.utc), (cfg, [str(f) for f in files])
+
+
+def test_a_pending_plan_refused_for_its_content_is_reported_not_raised(tmp_path):
+    """The write has committed when its inline pass runs the pending plans: a plan refused for its
+    content (a file group shared with another pending plan, which another tool may write) is
+    reported with the reason; the plans stay as they were, for `compaction run` to report."""
+    from tablesvc.demo.sample_table import build_sample_table
+    from tablesvc.services.compaction import schedule_compaction
+    from timeline.payloads import encode_compaction_plan
+
+    table = build_sample_table(str(tmp_path / "t"), table_version=8).table
+    quiet = build_config(conf={"hoodie.clean.automatic": "false"})
+    compaction = schedule_compaction(table, quiet, force=True).instant
+    timeline = table.timeline()
+    plan = timeline.plan_of(table.storage, timeline.require(compaction))
+    other = table.timeline_writer.request_built(Action.LOG_COMPACTION, lambda t: encode_compaction_plan(plan)).timestamp
+    results = run_inline_services(table, build_config(conf={"hoodie.clean.automatic": "false",
+                                                             "hoodie.compact.inline": "true"}))
+    refused = [r for r in results if r.instant == compaction]
+    assert [r.status for r in refused] == [Status.NOTHING_TO_DO], results
+    assert "not run now" in refused[0].reason and other in refused[0].reason, refused[0].reason
+    pending = table.timeline()
+    assert [i.timestamp for i in pending.pending_compactions()] == [compaction]
+    assert [i.timestamp for i in pending.pending_log_compactions()] == [other]
