@@ -85,3 +85,7 @@ def dictionary_encoded_columns(parquet_bytes: bytes) -> set[str]:
     group = pq.ParquetFile(pa.BufferReader(parquet_bytes)).metadata.row_group(0)
     return {group.column(i).path_in_schema for i in range(group.num_columns)
             if "RLE_DICTIONARY" in group.column(i).encodings or "PLAIN_DICTIONARY" in group.column(i).encodings}
+
+
+# Heartbeats that expire fast: a stopped executor is seen dead within 100 ms.
+FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": "100", "hoodie.client.heartbeat.tolerable.misses": "1"}

@@ -38,14 +38,13 @@ from timeline.payloads import CommitMetadata, CompactionOperation, CompactionPla
     encode_compaction_plan
 
 from conftest import TABLES_DIR, copy_table, requires_fixtures
-from helpers import kill_tree
+from helpers import FAST_HEARTBEAT, kill_tree
 
 REPO = Path(__file__).resolve().parent.parent
 CITIES = ("chennai", "san_francisco", "sao_paulo")
 META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path")
 COLUMNS = META + ("uuid", "ts", "rider", "fare", "city")
 SCHEMA = "uuid string, ts long, rider string, fare double, city string"
-FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": "100", "hoodie.client.heartbeat.tolerable.misses": "1"}
 
 
 # -- helpers -----------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from tablesvc.services.inline import run_inline_services
 from tablesvc.services.result import Status
 from tablesvc.table import Table, TableSpec
 from timeline.instant import Action
-from helpers import ListingCounter
+from helpers import FAST_HEARTBEAT, ListingCounter
 
 pytestmark = pytest.mark.spark
 
@@ -95,10 +95,6 @@ def test_inline_log_compaction_through_spark(tmp_path, spark, version):
     timeline = table.timeline()
     assert any(timeline.origin_action(i) is Action.LOG_COMPACTION for i in timeline.completed(Action.DELTA_COMMIT))
     assert sorted((r["uuid"], r["ts"]) for r in table.read(spark=spark).collect()) == sorted(model.items())
-
-
-
-FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": "100", "hoodie.client.heartbeat.tolerable.misses": "1"}
 
 
 @pytest.mark.parametrize("version", [6, 8])

@@ -79,9 +79,9 @@ def _run_pending(pending: tuple[Instant, ...], action: str,
     re-executed by ``run``).  The write has committed, so a plan that cannot run now is reported
     in the results, with the reason, rather than raised: one another process is running (exit 3
     alone), one that vanished meanwhile (another process recovered it), one refused for its
-    content (say, a file group shared with another pending plan).  ``compaction run``, the
-    runner and ``status`` still raise and show those.  A failure while executing (a corrupt log
-    block: exit 1) is raised, as it is for a plan scheduled now."""
+    content (say, a file group shared with another pending plan).  ``compaction run`` still
+    fails on such a plan, and the runner counts it as a failure of the job.  A failure while
+    executing (a corrupt log block: exit 1) is raised, as it is for a plan scheduled now."""
     results: list[ServiceResult] = []
     for instant in pending:
         try:

@@ -131,27 +131,44 @@ def spark_session(spark):
 _PINNING_ACTIONS = (Action.COMPACTION, Action.LOG_COMPACTION, Action.CLUSTERING, Action.REPLACE_COMMIT)
 
 
+def pending_plan_file_groups(table, timeline: Timeline) -> Iterator[tuple[Instant, str, str]]:
+    """(pending instant, partition, file id) for every file group a pending compaction, log
+    compaction or clustering plan pins, oldest plan first.  The planners leave these groups out
+    (``compaction.planner.pinned_file_groups``); the executors refuse a plan sharing one
+    (``refuse_shared_file_groups``)."""
+    for instant in timeline.pending():
+        if instant.action not in _PINNING_ACTIONS:
+            continue
+        try:
+            plan = timeline.plan_of(table.storage, instant)
+        except Exception:  # a replacecommit without a clustering plan pins nothing
+            continue
+        file_ids = getattr(plan, "file_ids", None)
+        for partition, file_id in (file_ids() if file_ids else ()):
+            if file_id:
+                yield instant, partition or "", file_id
+
+
 def refuse_shared_file_groups(table, timeline: Timeline, instant_ts: str, plan: Any, label: str) -> None:
     """``InvalidInputError`` (exit 2) when a file group of ``plan`` is also in another pending
     compaction, log compaction or clustering plan.  tablesvc's planners never schedule that, but
     a plan written by another tool may (apache/hudi#1780: "more than 1 pending compactions"), and
     running both would merge the same slice twice.  Checked before anything moves."""
     mine = {(p or "", f) for p, f in plan.file_ids() if f}
-    for other in timeline.pending():
-        if other.timestamp == instant_ts or other.action not in _PINNING_ACTIONS:
-            continue
-        try:
-            theirs = timeline.plan_of(table.storage, other).file_ids()
-        except Exception:   # a replacecommit without a clustering plan pins nothing
-            continue
-        shared = sorted(mine & {(p or "", f) for p, f in theirs if f})
-        if shared:
-            partition, file_id = shared[0]
-            raise InvalidInputError(
-                f"{label} {instant_ts}: file group {file_id} (partition {partition!r}) is also in the pending "
-                f"{other.action.value} {other.timestamp} ({len(shared)} shared in all); a file group may be in one "
-                "pending plan only: remove one of the two plans (`tablesvc rollback --instant T` undoes what an "
-                "inflight one wrote; then delete its .requested file, as Hudi's `compaction unschedule` does)")
+    shared: dict[str, list[tuple[str, str]]] = {}
+    others: dict[str, Instant] = {}
+    for other, partition, file_id in pending_plan_file_groups(table, timeline):
+        if other.timestamp != instant_ts and (partition, file_id) in mine:
+            shared.setdefault(other.timestamp, []).append((partition, file_id))
+            others[other.timestamp] = other
+    if shared:
+        first = min(shared)
+        partition, file_id = min(shared[first])
+        raise InvalidInputError(
+            f"{label} {instant_ts}: file group {file_id} (partition {partition!r}) is also in the pending "
+            f"{others[first].action.value} {first} ({len(shared[first])} shared in all); a file group may be in one "
+            "pending plan only: remove one of the two plans (`tablesvc rollback --instant T` undoes what an "
+            "inflight one wrote; then delete its .requested file, as Hudi's `compaction unschedule` does)")
 
 
 def refuse_if_alive(table, instant: Instant, label: str, config: Any) -> None:
@@ -337,5 +354,6 @@ def plural(n: int, word: str) -> str:
 __all__ = ["Fence", "FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
            "discard_stale_output",
            "finish_plan", "heartbeat_settings", "plural", "refuse_if_alive", "rel_path", "remove_orphans",
-           "pending_plan", "plans_on_timeline", "run_file_group_tasks", "run_plans", "schedule_plan", "spark_session",
+           "pending_plan", "pending_plan_file_groups", "plans_on_timeline", "refuse_shared_file_groups",
+           "run_file_group_tasks", "run_plans", "schedule_plan", "spark_session",
            "start_plan", "task_weight", "total"]

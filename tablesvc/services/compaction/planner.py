@@ -25,7 +25,7 @@ from tablesvc.fsview.names import LogFileName
 from tablesvc.fsview.sizes import sizes_by_folder
 from tablesvc.fsview.view import FileSlice, FileSystemView
 from tablesvc.services.compaction.triggers import compaction_due
-from tablesvc.services.plan_execution import schedule_plan
+from tablesvc.services.plan_execution import pending_plan_file_groups, schedule_plan
 from tablesvc.services.result import ServiceResult
 from tablesvc.table.config import MergeMode
 from timeline.active import Timeline
@@ -62,20 +62,8 @@ def check_supported(table) -> None:
 def pinned_file_groups(table, timeline: Timeline) -> dict[tuple[str, str], str]:
     """(partition, file id) -> pending instant, for every group in a pending compaction,
     log compaction or clustering plan (a group belongs to at most one pending plan)."""
-    out: dict[tuple[str, str], str] = {}
-    for instant in timeline.pending():
-        if instant.action not in (Action.COMPACTION, Action.LOG_COMPACTION, Action.CLUSTERING,
-                                  Action.REPLACE_COMMIT):
-            continue
-        try:
-            plan = timeline.plan_of(table.storage, instant)
-        except Exception:  # a replacecommit without a clustering plan pins nothing
-            continue
-        file_ids = getattr(plan, "file_ids", None)
-        for partition, file_id in (file_ids() if file_ids else ()):
-            if file_id:
-                out[(partition or "", file_id)] = instant.timestamp
-    return out
+    return {(partition, file_id): instant.timestamp
+            for instant, partition, file_id in pending_plan_file_groups(table, timeline)}
 
 
 def pending_compaction_plans(table, timeline: Timeline) -> dict[tuple[str, str], str]:
