@@ -1,26 +1,34 @@
-"""Shared test fixtures: paths to the real Apache Hudi tables in ../shared/fixtures/hudi-rs.
+"""Shared test fixtures: the tables Apache Hudi wrote, carried in ``tests/data/hudi`` (its README
+says where each comes from and what it holds).
 
-The extracted tables are read-only; zipped ones are extracted once per session into
-a temporary folder.  Tests that change a table call ``copy_table`` first.
+``tables/*.zip`` are unzipped once per test run into a temporary folder (``TABLES_DIR``), before
+collection, so that tests can be parametrized by table name; ``zips/*.zip`` are unzipped on first
+use (``FixtureRoot``).  Tests that change a table call ``copy_table`` first.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
-import zipfile
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from tablesvc.demo.hudi_tables import CARRIED, unzip_table, unzip_tables
+
 REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(os.environ.get("TABLESVC_FIXTURES", REPO.parent / "shared" / "fixtures" / "hudi-rs"))
-TABLES_DIR = FIXTURES / "tables"
+FIXTURES = CARRIED
+if not (FIXTURES / "tables").is_dir():  # the project carries them: their absence is a broken checkout
+    raise RuntimeError(f"the Apache Hudi test tables are missing: no folder {FIXTURES / 'tables'}")
+_UNZIPPED = Path(tempfile.mkdtemp(prefix="tablesvc-hudi-tables-"))
+atexit.register(shutil.rmtree, _UNZIPPED, True)
+TABLES_DIR = _UNZIPPED / "tables"
+unzip_tables(FIXTURES / "tables", TABLES_DIR)
 ZIPS_DIR = FIXTURES / "zips"
 LOG_FILES_DIR = FIXTURES / "log_files"
-
-requires_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"fixtures not found at {FIXTURES}")
 
 
 def extracted_table_names() -> list[str]:
@@ -53,12 +61,9 @@ class FixtureRoot:
         stem = name[len("zips:"):]
         target = self._scratch / stem
         if not target.exists():
-            with zipfile.ZipFile(ZIPS_DIR / f"{stem}.zip") as zf:
-                members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
-                zf.extractall(target, members)
-        tops = [p for p in target.iterdir() if p.is_dir()]
-        assert len(tops) == 1, f"{stem}.zip should hold one table folder, found {tops}"
-        return tops[0]
+            return unzip_table(ZIPS_DIR / f"{stem}.zip", target)
+        (table,) = [p for p in target.iterdir() if p.is_dir()]
+        return table
 
 
 def copy_table(src: Path, dst_parent: Path) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
-from conftest import TABLES_DIR, copy_table, requires_fixtures
+from conftest import TABLES_DIR, copy_table
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -29,7 +29,6 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@requires_fixtures
 def test_timeline_json_lists_instants_with_operations():
     proc = tablesvc("timeline", str(TABLES_DIR / "v9_txns_simple_nometa"), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -45,7 +44,6 @@ def test_timeline_json_lists_instants_with_operations():
     assert [r["instant"] for r in rows] == sorted(r["instant"] for r in rows)
 
 
-@requires_fixtures
 def test_timeline_text_and_incomplete(tmp_path):
     path = copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)
     proc = tablesvc("timeline", str(path))
@@ -122,7 +120,6 @@ def test_config_yaml_and_unknown_command(tmp_path):
     assert tablesvc("frobnicate").returncode == 2
 
 
-@requires_fixtures
 def test_fsview_json_matches_latest_slices():
     proc = tablesvc("fsview", str(TABLES_DIR / "v8_trips_8i3u1d"), "--json")
     assert proc.returncode == 0, proc.stderr

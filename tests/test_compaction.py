@@ -37,7 +37,7 @@ from timeline.instant import Action, Instant, State
 from timeline.payloads import CommitMetadata, CompactionOperation, CompactionPlan, encode_commit_metadata, \
     encode_compaction_plan
 
-from conftest import TABLES_DIR, copy_table, requires_fixtures
+from conftest import TABLES_DIR, copy_table
 from helpers import FAST_HEARTBEAT, kill_tree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -341,7 +341,6 @@ def tree_state(path: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime_ns) for p in path.rglob("*") if p.is_file()}
 
 
-@requires_fixtures
 @pytest.mark.spark
 @pytest.mark.parametrize("name", ["v6_trips_8i1u", "v6_nonpartitioned_rollback", "v9_txns_simple_nometa"])
 def test_compaction_of_tables_apache_hudi_wrote_reads_the_same_in_hudi_rs(tmp_path, spark, name):
@@ -373,7 +372,6 @@ def test_compaction_of_tables_apache_hudi_wrote_reads_the_same_in_hudi_rs(tmp_pa
             assert s.base_instant == results[0].instant and not s.log_files
 
 
-@requires_fixtures
 def test_table_with_a_metadata_table_is_refused_and_left_unchanged(tmp_path):
     path = copy_table(TABLES_DIR / "v8_trips_8i3u1d", tmp_path)
     state = tree_state(path)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
-from conftest import TABLES_DIR, all_fixture_names, copy_table, requires_fixtures
+from conftest import TABLES_DIR, all_fixture_names, copy_table
 from tablesvc.fsview import BaseFileName, LogFileName, list_partitions
 from tablesvc.errors import FileNameError
 from tablesvc.storage import LocalStorage
@@ -28,7 +28,6 @@ def our_slices(table: Table, as_of: str | None = None) -> list[tuple]:
                    tuple(lf.file_name for lf in s.log_files)) for s in table.latest_file_slices(as_of))
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", all_fixture_names())
 def test_view_equals_hudi_rs_latest_and_as_of_each_instant(fixture_root, name):
     path = str(fixture_root.path(name))
@@ -39,7 +38,6 @@ def test_view_equals_hudi_rs_latest_and_as_of_each_instant(fixture_root, name):
         assert our_slices(table, ts) == hudi_slices(path, ts), f"as of {ts}"
 
 
-@requires_fixtures
 def test_view_hides_uncommitted_files_and_keeps_stray_folders_harmless(tmp_path):
     path = copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)
     table = Table.open(str(path))
@@ -69,7 +67,6 @@ def test_file_names_round_trip_and_reject_bad_names():
             BaseFileName.parse(bad) if bad.endswith("parquet") else LogFileName.parse(bad)
 
 
-@requires_fixtures
 def test_partitions_are_found_by_marker_file(fixture_root):
     storage = LocalStorage()
     assert list_partitions(storage, str(TABLES_DIR / "v6_complexkeygen_hivestyle"), True) == [
@@ -130,7 +127,6 @@ def test_pending_compaction_slices_merge_with_the_previous_slice(tmp_path, versi
         assert our_slices(Table.open(table.base_path)) == hudi_slices(table.base_path)
 
 
-@requires_fixtures
 def test_table_schema_comes_from_the_latest_completed_write():
     import json
 
@@ -190,7 +186,6 @@ def test_fast_file_name_parsing_agrees_with_the_rules():
                                     _name_outcome(_log_by_the_rules, name), name
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", ["v6_trips_8i1u", "v8_trips_8i3u1d", "v6_complexkeygen_hivestyle"])
 def test_a_view_without_sizes_has_the_same_slices(name):
     """The clean planner builds the view from names only (no stat per data file)."""
@@ -496,7 +491,6 @@ def test_sizes_by_folder_on_threads_match_one_stat_per_file(tmp_path, monkeypatc
     assert storage.stats == [f"{folder}/{n}" for folder, names in asked.items() for n in names]
 
 
-@requires_fixtures
 def test_a_slice_total_size_is_its_files_bytes_or_unknown_without_sizes():
     """``FileSlice.total_size`` (what task packing weighs a slice by): base + log bytes on disk;
     None when the view was built by name only."""
@@ -512,7 +506,6 @@ def test_a_slice_total_size_is_its_files_bytes_or_unknown_without_sizes():
     assert all(s.total_size is None for s in names_only.latest_file_slices(table.storage))
 
 
-@requires_fixtures
 def test_a_file_deleted_between_listing_and_sizing_leaves_the_view(tmp_path, monkeypatch):
     """The view lists every partition by name, then sizes every visible file of every partition
     at once (folders on threads for local storage); a file deleted in between is left out, as a

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import all_fixture_names, requires_fixtures
+from conftest import all_fixture_names
 from helpers import instant_file_names, timeline_dirs
 from timeline.errors import InvalidInstantError
 from timeline.instant import Action, Instant, State, TimelineLayout
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", all_fixture_names())
 def test_parse_every_fixture_timeline_file_round_trips(fixture_root, name):
     table = fixture_root.path(name)

@@ -52,9 +52,8 @@ from tablesvc.logformat import (
 from tablesvc.logformat import avro_columnar
 from tablesvc.logformat.avro_content import record_spans
 from tablesvc.storage.local import LocalStorage
-from conftest import LOG_FILES_DIR, TABLES_DIR, ZIPS_DIR, copy_table, requires_fixtures, zip_names
+from conftest import LOG_FILES_DIR, TABLES_DIR, ZIPS_DIR, copy_table, zip_names
 
-pytestmark = requires_fixtures
 
 
 def _is_log_name(name: str) -> bool:

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
-from conftest import all_fixture_names, requires_fixtures
+from conftest import all_fixture_names
 from tablesvc.errors import CorruptLogBlockError, InvalidInputError, UnsupportedTableError
 from tablesvc.fsview.names import PARTITION_METAFILE, BaseFileName, LogFileName
 from tablesvc.logformat import (
@@ -110,7 +110,6 @@ def by_key(table: pa.Table, key: str = "_hoodie_record_key") -> dict[str, dict]:
 
 # -- fixture tables against hudi-rs ---------------------------------------------------------
 
-@requires_fixtures
 @pytest.mark.parametrize("name", all_fixture_names())
 def test_fixture_snapshot_and_first_instant_match_hudi_rs(fixture_root, name):
     table = Table.open(str(fixture_root.path(name)))
@@ -124,7 +123,6 @@ def _fixture(fixture_root, name: str) -> Table:
     return Table.open(str(fixture_root.path(name)))
 
 
-@requires_fixtures
 def test_oracle_values_v6_trips_8i1u(fixture_root):
     table = _fixture(fixture_root, "v6_trips_8i1u")
     latest = {r["rider"]: r["fare"] for r in read_ours(table)[0].to_pylist()}
@@ -134,7 +132,6 @@ def test_oracle_values_v6_trips_8i1u(fixture_root):
     assert len(latest) == 8
 
 
-@requires_fixtures
 def test_oracle_values_v6_trips_8i3d(fixture_root):
     table = _fixture(fixture_root, "v6_trips_8i3d")
     got, metrics = read_ours(table)
@@ -143,7 +140,6 @@ def test_oracle_values_v6_trips_8i3d(fixture_root):
     assert metrics.log_deletes == 3 and metrics.output_rows == 5
 
 
-@requires_fixtures
 def test_oracle_values_v8_trips_8i3u1d(fixture_root):
     table = _fixture(fixture_root, "v8_trips_8i3u1d")
     got = {r["rider"]: r["fare"] for r in read_ours(table)[0].to_pylist()}
@@ -154,7 +150,6 @@ def test_oracle_values_v8_trips_8i3u1d(fixture_root):
     assert old["rider-F"] == 34.15 and old["rider-J"] == 17.85
 
 
-@requires_fixtures
 def test_oracle_values_v6_nonpartitioned_rollback(fixture_root):
     table = _fixture(fixture_root, "v6_nonpartitioned_rollback")
     got, metrics = read_ours(table)
@@ -162,7 +157,6 @@ def test_oracle_values_v6_nonpartitioned_rollback(fixture_root):
     assert metrics.log_blocks_rolled_back == 1 and metrics.command_blocks == 1
 
 
-@requires_fixtures
 def test_no_meta_fields_table_reads_append_only(fixture_root):
     table = _fixture(fixture_root, "zips:mor_parquet_v6_simplekeygen_hivestyle_no_metafields")
     got, _ = read_ours(table)
@@ -170,7 +164,6 @@ def test_no_meta_fields_table_reads_append_only(fixture_root):
     assert got.column("_hoodie_record_key").null_count == got.num_rows
 
 
-@requires_fixtures
 def test_projection_and_batches(fixture_root):
     table = _fixture(fixture_root, "v8_trips_8i3u1d")
     ctx = ReadContext.for_table(table, columns=["rider", "fare"])
@@ -187,7 +180,6 @@ def test_projection_and_batches(fixture_root):
         output_schema(ReadContext.for_table(table, columns=["nope"]))
 
 
-@requires_fixtures
 def test_context_and_spec_pickle(fixture_root):
     table = _fixture(fixture_root, "v8_trips_8i3u1d")
     ctx = ReadContext.for_table(table, as_of=table.timeline().completed_writes()[0].timestamp)

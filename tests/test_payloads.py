@@ -12,7 +12,7 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from conftest import REPO, TABLES_DIR, all_fixture_names, copy_table, requires_fixtures
+from conftest import REPO, TABLES_DIR, all_fixture_names, copy_table
 from timeline.errors import PayloadError
 from timeline.instant import Action, Instant, State, TimelineLayout
 from timeline.payloads import (
@@ -68,7 +68,6 @@ def project(data: bytes, reader_schema: dict) -> dict:
 
 
 # -- every timeline file of every fixture -----------------------------------------------------------
-@requires_fixtures
 @pytest.mark.parametrize("name", all_fixture_names())
 def test_every_timeline_file_round_trips(name, fixture_root):
     root = fixture_root.path(name)
@@ -98,7 +97,6 @@ def test_every_timeline_file_round_trips(name, fixture_root):
 
 
 # -- specific fixture values -----------------------------------------------------------------------
-@requires_fixtures
 def test_v8_compaction_plan_values():
     p = TABLES_DIR / "v8_trips_8i3u1d/.hoodie/timeline/20251220210129235.compaction.requested"
     plan = decode_payload(Instant.parse(p.name), p.read_bytes(), V2, str(p))
@@ -119,7 +117,6 @@ def test_v8_compaction_plan_values():
         "city=chennai", "city=san_francisco", "city=sao_paulo"]
 
 
-@requires_fixtures
 def test_v6_rollback_plan_and_metadata():
     d = TABLES_DIR / "v6_nonpartitioned_rollback/.hoodie"
     plan = decode_payload(Instant.parse("20250126040936578.rollback.requested"),
@@ -149,7 +146,6 @@ def test_v6_rollback_plan_and_metadata():
     assert decode_payload(Instant.parse("20250126040936578.rollback.inflight"), b"", V1) is None
 
 
-@requires_fixtures
 def test_v6_json_deltacommit():
     d = TABLES_DIR / "v6_trips_8i1u/.hoodie"
     for name in ("20250331030642808.deltacommit", "20250331030645735.deltacommit"):
@@ -177,7 +173,6 @@ def test_v6_json_deltacommit():
     assert decode_payload(Instant.parse("20250331030645735.deltacommit.requested"), b"", V1) is None
 
 
-@requires_fixtures
 def test_v9_replace_and_compaction_commit():
     d = TABLES_DIR / "v9_txns_simple_nometa/.hoodie/timeline"
     replaces, compactions = [], []
@@ -206,7 +201,6 @@ def test_v9_replace_and_compaction_commit():
     assert rr.file_ids() and all(fid for _, fid in rr.file_ids())
 
 
-@requires_fixtures
 def test_v6_insert_overwrite_requested_replace_is_all_null():
     p = TABLES_DIR / "v6_simplekeygen_nonhivestyle_overwritetable/.hoodie/20250121000702475.replacecommit.requested"
     rr = decode_payload(Instant.parse(p.name), p.read_bytes(), V1)
@@ -216,7 +210,6 @@ def test_v6_insert_overwrite_requested_replace_is_all_null():
     assert md.operation_type == "INSERT_OVERWRITE_TABLE" and len(md.partition_to_replace_file_ids) == 3
 
 
-@requires_fixtures
 def test_v8_indexing_decodes_generically():
     d = TABLES_DIR / "v8_trips_8i3u1d/.hoodie/timeline"
     [req] = [p for p in d.iterdir() if p.name.endswith(".indexing.requested")]
@@ -237,7 +230,6 @@ def _snapshot(path: Path):
     return rows, slices
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", ["v6_trips_8i1u", "v9_txns_simple_nometa",
                                   "v6_simplekeygen_nonhivestyle_overwritetable"])
 def test_hudi_rs_reads_reencoded_commit_metadata(name, tmp_path):
@@ -261,7 +253,6 @@ def test_hudi_rs_reads_reencoded_commit_metadata(name, tmp_path):
     assert rows == expected[0]
 
 
-@requires_fixtures
 def test_hudi_rs_notices_lost_replace_ids(tmp_path):
     """Guard that the comparison above can fail: hiding the replace ids changes the view."""
     src = TABLES_DIR / "v9_txns_simple_nometa"

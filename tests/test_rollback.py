@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import TABLES_DIR
 from helpers import data_files, kill_tree, wait_for
 from table_builders import apply_to_model, write_without_spark
 from hudi import HudiReadOptions, HudiTableBuilder
@@ -41,7 +42,6 @@ from timeline.payloads import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE_TABLES = REPO.parent / "shared" / "fixtures" / "hudi-rs" / "tables"
 SCHEMA = pa.schema([("uuid", pa.string()), ("ts", pa.int64()), ("city", pa.string())])
 DAY_MS = 86_400_000
 
@@ -610,14 +610,13 @@ def test_unknown_instant(tmp_path):
 
 def _java_schema(name: str):
     for table in ("v6_nonpartitioned_rollback",):
-        for f in (FIXTURE_TABLES / table / ".hoodie").iterdir():
+        for f in (TABLES_DIR / table / ".hoodie").iterdir():
             if f.name.endswith(name):
                 with open(f, "rb") as fh:
                     return fastavro.reader(fh).writer_schema
-    pytest.skip("rollback fixture not found")
+    raise AssertionError(f"no {name} in the rollback fixture")
 
 
-@pytest.mark.skipif(not FIXTURE_TABLES.is_dir(), reason="fixtures not found")
 def test_payloads_decode_with_java_schemas(tmp_path):
     w, t, _target, _path, committed = _v6_with_appended_block(tmp_path, complete=False)
     (w.path / "city=a").mkdir(exist_ok=True)
@@ -646,7 +645,7 @@ def test_payloads_decode_with_java_schemas(tmp_path):
     [pm] = java_md["partitionMetadata"].values()
     assert pm["rollbackLogFiles"]
     # and the Java fixture's own plan decodes with our codec
-    for f in (FIXTURE_TABLES / "v6_nonpartitioned_rollback" / ".hoodie").iterdir():
+    for f in (TABLES_DIR / "v6_nonpartitioned_rollback" / ".hoodie").iterdir():
         if f.name.endswith(".rollback.requested"):
             jp = decode_rollback_plan(f.read_bytes(), str(f))
             assert any(r.log_blocks_to_be_deleted for r in jp.rollback_requests)

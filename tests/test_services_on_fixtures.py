@@ -1,4 +1,4 @@
-"""Table services on the tables Apache Hudi wrote (the shared hudi-rs fixtures), through the CLI.
+"""Table services on the tables Apache Hudi wrote (tests/data/hudi), through the CLI.
 
 Every fixture (``tables/*`` and ``zips/*``) is classified, and each class has its own contract:
 
@@ -45,7 +45,7 @@ from tablesvc.write import FileGroupTarget, WriteContext, write_file_group
 from timeline.instant import Action
 from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
 
-from conftest import all_fixture_names, copy_table, requires_fixtures
+from conftest import all_fixture_names, copy_table
 from helpers import data_files
 from table_builders import tree
 
@@ -229,17 +229,15 @@ def run_clean(capsys, name: str, path: Path, *conf: str) -> tuple[dict, set[str]
 # =========================================================================================================
 # Classification
 # =========================================================================================================
-@requires_fixtures
 def test_every_fixture_is_classified():
     assert set(all_fixture_names()) == set(EXPECTED_ROWS), "classify new fixtures here"
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", sorted(EXPECTED_ROWS))
 def test_fixture_reads_as_documented(fixture_root, name):
     path = fixture_root.path(name)
     table = Table.open(str(path))
-    assert table.config.is_mor  # every fixture in shared/ is merge-on-read
+    assert table.config.is_mor  # every table in tests/data/hudi is merge-on-read
     has_mdt = (path / ".hoodie" / "metadata" / ".hoodie" / "hoodie.properties").is_file()
     assert table.config.has_metadata_table is has_mdt is (name in METADATA_TABLE)
     rows = snapshot(name, path)
@@ -259,7 +257,6 @@ def _changing_commands(path: Path) -> list[tuple[str, ...]]:
             ("rollback", p), ("rollback", p, "--instant", latest, "--allow-completed")]
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", sorted(METADATA_TABLE))
 def test_metadata_table_tables_refuse_every_changing_command(fixture_copy, capsys, name):
     path = fixture_copy(name)
@@ -273,7 +270,6 @@ def test_metadata_table_tables_refuse_every_changing_command(fixture_copy, capsy
     assert hudi_rows(path) == rows
 
 
-@requires_fixtures
 def test_real_processes_refuse_a_metadata_table(fixture_copy):
     path = fixture_copy("v8_trips_8i3u1d")
     state = tree(path)
@@ -293,7 +289,6 @@ def test_real_processes_refuse_a_metadata_table(fixture_copy):
 # =========================================================================================================
 # Clean and rollback (no Spark)
 # =========================================================================================================
-@requires_fixtures
 @pytest.mark.parametrize("name", SERVICEABLE)
 def test_clean_keeps_the_snapshot_and_deletes_only_planned_old_files(fixture_copy, capsys, name):
     path = fixture_copy(name)
@@ -328,7 +323,6 @@ def test_clean_keeps_the_snapshot_and_deletes_only_planned_old_files(fixture_cop
     assert_unchanged(path, state)
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", SERVICEABLE)
 def test_clean_keeping_one_file_version(fixture_copy, capsys, name):
     """KEEP_LATEST_FILE_VERSIONS=1 keeps the latest slice of each live file group.  As in Hudi
@@ -354,7 +348,6 @@ BEFORE_LATEST = {
 }
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", [n for n in SERVICEABLE if n not in ("v6_empty", NO_META_FIELDS)])
 def test_rolling_back_the_latest_write_gives_the_previous_snapshot(fixture_copy, capsys, name):
     path = fixture_copy(name)
@@ -416,7 +409,6 @@ def clean_after_compaction(capsys, name: str, path: Path, compacted_slices) -> N
     assert data_files(path) == slice_files(hudi_slices(path))
 
 
-@requires_fixtures
 @pytest.mark.spark
 @pytest.mark.parametrize("name", SERVICEABLE)
 def test_compaction_then_clean(fixture_copy, capsys, spark, name):
@@ -486,7 +478,6 @@ def update_two_records(path: Path, step: int) -> tuple[str, dict[str, dict]]:
     return s.file_id, data
 
 
-@requires_fixtures
 @pytest.mark.spark
 @pytest.mark.parametrize("name", [n for n in SERVICEABLE if n not in ("v6_empty", NO_META_FIELDS)])
 def test_log_compaction_then_compaction_then_clean(fixture_copy, capsys, spark, name):
@@ -539,9 +530,8 @@ def test_log_compaction_then_compaction_then_clean(fixture_copy, capsys, spark, 
 
 
 # =========================================================================================================
-# Copy-on-write (derived from a fixture: the shared fixtures are all MOR)
+# Copy-on-write (derived from a fixture: the carried tables are all MOR)
 # =========================================================================================================
-@requires_fixtures
 def test_copy_on_write_table_is_cleaned_but_not_compacted(fixture_copy, capsys):
     """v6_trips_8i1u as a COW table: its first commit, then a COW-style update of rider-D that
     rewrites the san_francisco base file as a new file version."""

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
-from conftest import TABLES_DIR, all_fixture_names, copy_table, requires_fixtures
+from conftest import TABLES_DIR, all_fixture_names, copy_table
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.table import Table
 
-pytestmark = [pytest.mark.spark, requires_fixtures]
+pytestmark = [pytest.mark.spark]
 
 
 def hudi_table(path, as_of=None) -> pa.Table | None:

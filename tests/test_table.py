@@ -9,14 +9,13 @@ import pyarrow as pa
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
-from conftest import TABLES_DIR, extracted_table_names, requires_fixtures
+from conftest import TABLES_DIR, extracted_table_names
 from tablesvc.errors import NotATableError, TableConfigError, UnsupportedTableError
 from tablesvc.storage import LocalStorage
 from tablesvc.table import MergeMode, Table, TableConfig, TableSpec, parse_properties, render_properties
 from tablesvc.table.properties import read_properties, table_checksum, write_properties
 
 
-@requires_fixtures
 @pytest.mark.parametrize("name", extracted_table_names())
 def test_fixture_properties_parse_and_checksum_verifies(name):
     props = read_properties(LocalStorage(), str(TABLES_DIR / name))

@@ -5,9 +5,10 @@
    explicit log compaction, compaction and clean, and a write killed halfway then
    ``tablesvc rollback``; the timeline after each step, and row counts read by tablesvc
    and by hudi-rs, which must agree with the expected count (``spark_story``);
-7. every table in ``../shared/fixtures/hudi-rs/tables`` (tables Apache Hudi wrote):
-   config, timeline and latest file slices.  Where that folder is absent, a small table
-   built without Spark is shown instead.
+7. every table Apache Hudi wrote that the project carries (``tests/data/hudi/tables``,
+   unzipped into a temporary folder): config, timeline and latest file slices.  Where that
+   folder is absent (tablesvc installed without its source tree), a small table built
+   without Spark is shown instead.
 
 ``python -m tablesvc.demo --rows N`` runs the story on N rows (at least 200), ``--no-story``
 skips it;
@@ -26,11 +27,11 @@ from pathlib import Path
 
 from tablesvc.cli.cmd_timeline import describe_instant
 from tablesvc.cli.output import print_table, say
+from tablesvc.demo.hudi_tables import CARRIED, unzip_tables
 from tablesvc.errors import TablesvcError
 from tablesvc.table import Table
 
-_DEFAULT_FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hudi-rs"
-FIXTURE_TABLES = Path(os.environ.get("TABLESVC_FIXTURES", _DEFAULT_FIXTURES)) / "tables"
+FIXTURE_TABLES = CARRIED / "tables"
 
 
 def show(path: str) -> None:
@@ -90,8 +91,9 @@ def main(argv: list[str]) -> int:
                 return code
         say("\n== 7. Tables Apache Hudi wrote, as tablesvc sees them")
         if FIXTURE_TABLES.is_dir():
-            say(f"Tables written by Apache Hudi, from {FIXTURE_TABLES}")
-            paths = [str(p) for p in sorted(FIXTURE_TABLES.iterdir()) if p.is_dir()]
+            target = Path(tempfile.mkdtemp(prefix="tablesvc-demo-hudi-"))
+            say(f"Tables written by Apache Hudi, from {FIXTURE_TABLES} (unzipped into {target})")
+            paths = [str(p) for p in unzip_tables(FIXTURE_TABLES, target)]
         else:
             from tablesvc.demo.sample_table import build_sample_table
 

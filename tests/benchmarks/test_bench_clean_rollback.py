@@ -1,6 +1,6 @@
 """Executing a clean and a rollback: the deletes these two services exist for, against the
 file system's own floor (issue #6 measures every service; the targets are the proposals of
-the project's reference notes, ../shared/docs/anchors.md, part B.4).
+the proposals of the reference notes on performance anchors, part B.4).
 
 * **Clean execution.**  A table on this machine's disk, built by the planning benchmark's
   builder (``build_timeline``: ``n`` delta commits, ``n`` = 2,000 at scale 1, about 20k empty
