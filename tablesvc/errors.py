@@ -16,14 +16,15 @@ from timeline.errors import (
     PayloadError,
     TablesvcError,
     TimelineError,
+    TimeTravelError,
     UnknownInstantError,
 )
 
 __all__ = [
     "ConfigError", "ConflictError", "CorruptLogBlockError", "FileNameError", "IllegalTransitionError",
-    "InstantExistsError", "InvalidInputError", "InvalidInstantError", "LockHeldError", "LogFormatError",
-    "NotATableError", "PayloadError", "TableConfigError", "TablesvcError", "TimelineError",
-    "UnknownInstantError", "UnsupportedTableError",
+    "InstantExistsError", "InvalidInputError", "InvalidInstantError", "LeftPendingError", "LockHeldError",
+    "LogFormatError", "NotATableError", "PayloadError", "SparkEnvironmentError", "TableConfigError",
+    "TablesvcError", "TimelineError", "TimeTravelError", "UnknownInstantError", "UnsupportedTableError",
 ]
 
 
@@ -43,6 +44,12 @@ class UnsupportedTableError(InvalidInputError):
     """A table this build cannot service (version, type, metadata table, …)."""
 
 
+class SparkEnvironmentError(InvalidInputError):
+    """Spark executors whose Python cannot run tablesvc's tasks (a package missing or of an
+    unsupported version, tablesvc's own code unreachable); found before any table change, and the
+    message names the package and what to install or set.  Exit 2: the set-up must change."""
+
+
 class FileNameError(InvalidInputError):
     """A base or log file name that does not follow Hudi's naming."""
 
@@ -53,3 +60,8 @@ class LogFormatError(TablesvcError):
 
 class CorruptLogBlockError(LogFormatError):
     """A log block whose framing is broken; the message names the file and byte offset."""
+
+
+class LeftPendingError(ConflictError):
+    """Recovery left pending instants that a live process (or a running rollback) still owns;
+    the message names each one (exit 3: retry later, or ``rollback --wait``)."""

@@ -188,11 +188,12 @@ def test_nothing_due_is_decided_from_one_timeline_load_without_listing_partition
     """Compaction not due and the earliest commit to retain unchanged since the last clean: one load
     of the timeline answers both (it was loaded three times), no partition folder is listed, and the
     answer is the one run_clean gives."""
-    from table_builders import update_five_records
+    from table_builders import compact_by_hand, update_five_records
     from tablesvc.demo.sample_table import build_sample_table
     from tablesvc.services.clean import run_clean
 
     table = build_sample_table(str(tmp_path / "t"), table_version=version).table
+    compact_by_hand(table)        # old slices: the clean deletes them, so it is recorded with its ECTR
     update_five_records(table, table.latest_file_slices()[0], 1.5)
     retain_one = {"hoodie.cleaner.commits.retained": "1"}
     assert run_clean(table, build_config(conf=retain_one))[-1].status is Status.DONE
@@ -210,12 +211,13 @@ def test_nothing_due_is_decided_from_one_timeline_load_without_listing_partition
 
 
 def test_a_due_clean_still_runs_inline(tmp_path):
-    from table_builders import update_five_records
+    from table_builders import compact_by_hand, update_five_records
     from tablesvc.demo.sample_table import build_sample_table
 
     table = build_sample_table(str(tmp_path / "t"), table_version=8).table
     config = build_config(conf={"hoodie.cleaner.commits.retained": "1"})
     first = run_inline_services(table, config)
+    compact_by_hand(table)        # old slices for the next clean to delete (one that deletes nothing is not recorded)
     update_five_records(table, table.latest_file_slices()[0], 2.5)
     second = run_inline_services(table, config)
     assert [r.status for r in first + second].count(Status.DONE) >= 1

@@ -289,6 +289,9 @@ def test_real_processes_refuse_a_metadata_table(fixture_copy):
 # =========================================================================================================
 # Clean and rollback (no Spark)
 # =========================================================================================================
+NOTHING_TO_DELETE = "nothing to clean: every file group holds only slices that are retained"
+
+
 @pytest.mark.parametrize("name", SERVICEABLE)
 def test_clean_keeps_the_snapshot_and_deletes_only_planned_old_files(fixture_copy, capsys, name):
     path = fixture_copy(name)
@@ -302,7 +305,10 @@ def test_clean_keeps_the_snapshot_and_deletes_only_planned_old_files(fixture_cop
         assert result["reason"] == f"nothing to clean: {len(writes)} completed commits <= 3 retained " \
                                    "(KEEP_LATEST_COMMITS)"
     else:
-        assert result["status"] == "done" and result["metrics"]["earliest_commit_to_retain"] == ectr
+        if result["status"] == "done":
+            assert result["metrics"]["earliest_commit_to_retain"] == ectr
+        else:  # nothing to delete: no clean instant, as Hudi's "nothing to clean"
+            assert result["reason"].startswith(NOTHING_TO_DELETE), result
         assert hudi_rows(path, ectr) == before_at_ectr
 
     # retained=1: only what the latest snapshot reads is left (the latest slices, as hudi-rs lists them)
@@ -310,8 +316,10 @@ def test_clean_keeps_the_snapshot_and_deletes_only_planned_old_files(fixture_cop
     if len(writes) <= 1:
         assert result["reason"] == f"nothing to clean: {len(writes)} completed commits <= 1 retained " \
                                    "(KEEP_LATEST_COMMITS)"
-    else:
+    elif deleted:
         assert result["status"] == "done" and result["metrics"]["earliest_commit_to_retain"] == writes[-1].timestamp
+    else:
+        assert result["status"] == "nothing_to_do" and result["reason"].startswith(NOTHING_TO_DELETE), result
     assert bool(deleted) is (name in OLD_SLICES_AT_START)
     assert data_files(path) == slice_files(hudi_slices(path))
     assert len(snapshot(name, path)) == EXPECTED_ROWS[name]

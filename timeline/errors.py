@@ -39,6 +39,10 @@ class UnknownInstantError(TimelineError, InvalidInputError):
     """An instant that the timeline does not hold."""
 
 
+class TimeTravelError(InvalidInputError):
+    """An as-of time the table cannot be read as of: cleaned, or before its first commit."""
+
+
 class IllegalTransitionError(TimelineError):
     """A state transition that the instant state machine does not allow."""
 

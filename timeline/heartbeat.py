@@ -32,10 +32,15 @@ def last_beat_ms(storage: Storage, base_path: str, instant: str) -> int | None:
         return storage.stat(path).mtime_ms  # written by Java Hudi: an empty file, mtime is the beat
 
 
+def judged_dead(beat_ms: int | None, now_ms: int, window_ms: int) -> bool:
+    """The one expiry rule: no beat at all, or a last beat more than ``window_ms`` old
+    (``interval_ms * tolerable_misses``)."""
+    return beat_ms is None or now_ms - beat_ms > window_ms
+
+
 def is_expired(storage: Storage, base_path: str, instant: str, clock: Clock, interval_ms: int,
                tolerable_misses: int) -> bool:
-    beat = last_beat_ms(storage, base_path, instant)
-    return beat is None or clock.now_ms() - beat > interval_ms * tolerable_misses
+    return judged_dead(last_beat_ms(storage, base_path, instant), clock.now_ms(), interval_ms * tolerable_misses)
 
 
 class Heartbeat:

@@ -8,8 +8,9 @@ machines agree without another service:
   atomic conditional write.  The next grant's token is the largest existing one plus one; two
   workers racing for the same token cannot both create the file, so every assignment of a job
   gets a strictly larger token than the one before.
-* ``renew-<token>.json`` — the holder's latest deadline, replaced on each renewal.  Only the
-  largest token's files count, so a renewal by a superseded holder changes nothing.
+* ``renew-<token>.json`` — the holder's latest deadline, replaced on each renewal, and
+  ``released`` once the holder gave the job back.  Only the largest token's files count, so a
+  renewal by a superseded holder changes nothing.
 * ``failures.json`` — how often the job failed, and the last error.
 * ``done.json`` — the job finished; it is never taken again.
 
@@ -47,6 +48,9 @@ class Lease:
     owner: str
     granted_ms: int
     deadline_ms: int
+    # the holder gave the job back (``release``) rather than letting the deadline pass: who takes
+    # it next takes no job over from a dead or stalled worker
+    released: bool = False
 
     def expired(self, now_ms: int) -> bool:
         return now_ms >= self.deadline_ms
@@ -98,7 +102,8 @@ class LeaseStore:
         grant = self._read_json(join(self._dir(job), f"grant-{token:012d}.json")) or {}
         renew = self._read_json(join(self._dir(job), f"renew-{token:012d}.json")) or {}
         deadline = renew.get("deadline_ms", grant.get("deadline_ms", 0))
-        return Lease(job, token, str(grant.get("owner", "?")), int(grant.get("granted_ms", 0)), int(deadline))
+        return Lease(job, token, str(grant.get("owner", "?")), int(grant.get("granted_ms", 0)), int(deadline),
+                     bool(renew.get("released", False)))
 
     def failures(self, job: str) -> Failures:
         data = self._read_json(join(self._dir(job), "failures.json")) or {}
@@ -138,13 +143,14 @@ class LeaseStore:
         return Lease(lease.job, lease.token, lease.owner, lease.granted_ms, deadline)
 
     def release(self, lease: Lease) -> None:
-        """Give the job back now (deadline = now) so the next worker need not wait for expiry."""
+        """Give the job back now (deadline = now) so the next worker need not wait for expiry;
+        marked ``released``, so that taking it next counts as no takeover."""
         try:
             self.check(lease)
         except LeaseLostError:
             return
         self.storage.write_replace(join(self._dir(lease.job), f"renew-{lease.token:012d}.json"),
-                                   json.dumps({"deadline_ms": self.clock.now_ms()}).encode())
+                                   json.dumps({"deadline_ms": self.clock.now_ms(), "released": True}).encode())
 
     def record_failure(self, lease: Lease, error: str) -> Failures:
         before = self.failures(lease.job)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from tablesvc.cli.output import print_json, print_table, say
+from tablesvc.cli.output import add_quiet_option, print_json, print_table, say
 from tablesvc.cli.service_support import lazy_spark, open_table, print_results
 
 
@@ -38,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     r.add_argument("--instant", help="the pending log compaction to execute")
     r.add_argument("--spark-profile", help="Spark profile name in spark_conf/ or a YAML path (default: local)")
     r.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_quiet_option(r)
     r.set_defaults(run=run_run)
 
     ls = actions.add_parser("list", parents=[common], help="list pending and completed log compactions")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from tablesvc.cli.output import print_json, say
+from tablesvc.cli.output import add_quiet_option, print_json, say
 from tablesvc.errors import InvalidInputError, UnsupportedTableError
 from tablesvc.table import Table
 
@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--once", action="store_true", help="one pass over the tables, then exit")
     p.add_argument("--spark-profile", help="Spark profile from spark_conf/ (default: local)")
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    add_quiet_option(p)
     p.set_defaults(run=run)
 
 

@@ -11,7 +11,8 @@ from tablesvc.table import Table
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("status", parents=[common], help="table-service status for monitoring",
-                       description="Pending jobs (in the order runners take them), leases, jobs set aside, the age "
+                       description="Pending jobs (in the order runners take them), leases, jobs set aside, each "
+                                   "pending instant with what rollback does with it, the age "
                                    "of the oldest pending compaction, delta commits since the last compaction and "
                                    "log blocks per file group. Changes nothing.")
     p.add_argument("path", help="table base path")
@@ -42,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
         print_table(rows, ["job", "state", "bytes", "failures", "owner", "token"])
     for s in status["set_aside"]:
         say(f"set aside: {s['job']} after {s['failures']} failures (last: {s['last_error']})")
+    if status["pending_instants"]:
+        say("pending instants (what tablesvc rollback does with them):")
+        for p in status["pending_instants"]:
+            say(f"  {p['instant']} {p['action']} ({p['state']}): {p['reason']}")
     groups = status["log_blocks_per_file_group"]
     if groups:
         say("log blocks per file group (most first):")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from tablesvc.cli.output import print_json, say
+from tablesvc.cli.csv_input import plan_csv, read_csv, table_columns
+from tablesvc.cli.output import add_quiet_option, print_json, say
 from tablesvc.errors import InvalidInputError
 from tablesvc.table import Table
 from tablesvc.write.keys import KeySpec
@@ -24,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="data block format for updates (default: hoodie.logfile.data.block.format, avro)")
     p.add_argument("--spark-profile", help="Spark profile name in spark_conf/ or a YAML path (default: local)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_quiet_option(p)
     p.set_defaults(run=run)
 
 
@@ -88,7 +90,8 @@ def _check_parquet(table: Table, path: str, operation: str) -> None:
 
 
 def _check_text(path: str, fmt: str) -> None:
-    """JSON and CSV: the first line must be a JSON object or a header (Spark reports later lines)."""
+    """JSON: the first line must be a JSON object (Spark reports later lines).  CSV files are
+    checked by ``csv_input.plan_csv``."""
     import json
 
     with open(path, "rb") as f:
@@ -120,7 +123,8 @@ def check_input(table: Table, path: str, fmt: str, operation: str) -> None:
 
 
 def _malformed_records(df, fmt: str, path: str) -> None:
-    """Spark's permissive JSON/CSV reading turns malformed lines into a ``_corrupt_record`` column."""
+    """Spark's permissive JSON reading turns malformed lines into a ``_corrupt_record`` column (CSV
+    records with a wrong field count fail the write instead: ``csv_input.column_sql``)."""
     if "_corrupt_record" in df.columns:
         raise InvalidInputError(f"{path}: holds malformed {fmt} records (Spark could not parse every line)")
 
@@ -132,14 +136,17 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"{args.input}: no such input file or folder")
     fmt = _format(args.input, args.input_format)
     check_input(table, args.input, fmt, args.operation)
+    # CSV text is cast to the table's column types where that is exact, decided from each file's
+    # header and first block before Spark starts (csv_input.py).
+    csv_plan = plan_csv(_input_files(args.input), table_columns(table.schema())) if fmt == "csv" else None
     from tablesvc.spark.session import get_spark
 
     spark = get_spark(args.spark_profile, args.service_config.as_dict(), quiet=not args.debug)
-    reader = spark.read.format(fmt)
-    if fmt == "csv":
-        reader = reader.option("header", "true").option("inferSchema", "true")
     try:
-        df = reader.load(os.path.abspath(args.input))
+        if csv_plan is not None:
+            df = read_csv(spark, os.path.abspath(args.input), csv_plan)
+        else:
+            df = spark.read.format(fmt).load(os.path.abspath(args.input))
     except Exception as e:  # Spark's AnalysisException etc.: report the file, not a JVM stack
         raise InvalidInputError(f"{args.input}: cannot read as {fmt}: {str(e).splitlines()[0]}") from None
     _malformed_records(df, fmt, args.input)

@@ -20,7 +20,9 @@ from tablesvc.cli import (
     cmd_status, cmd_timeline, cmd_write,
 )
 from tablesvc.config import load_config
+from tablesvc.config.unknown_keys import misspelled_key_warnings
 from tablesvc.errors import InvalidInputError, TablesvcError
+from tablesvc.spark.progress import progress_lines
 from tablesvc.storage import LocalStorage
 
 COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read, cmd_compaction, cmd_logcompaction, cmd_clean,
@@ -68,7 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             table_path = None  # not a table (yet): the command reports that itself
         args.service_config = load_config(LocalStorage(), conf_pairs=args.conf, config_file=args.config,
                                           table_path=table_path)
-        return int(args.run(args) or 0)
+        # A key that looks like a misspelling of one tablesvc reads: one line each, then on as before.
+        for warning in misspelled_key_warnings(args.service_config.sources, ("--conf", args.config or "--config")):
+            print(warning, file=sys.stderr)
+        with progress_lines(_shows_progress(args)):
+            return int(args.run(args) or 0)
     except TablesvcError as e:
         if args.debug:
             traceback.print_exc()
@@ -102,6 +108,12 @@ def _refuse_empty_values(args: argparse.Namespace) -> None:
         values = value if isinstance(value, (list, tuple)) else [value]
         if any(isinstance(v, str) and not v.strip() for v in values):
             raise InvalidInputError(f"{shown} is empty")
+
+
+def _shows_progress(args: argparse.Namespace) -> bool:
+    """Commands that run Spark jobs take ``--quiet``; they print progress lines unless it or
+    ``--json`` is given."""
+    return hasattr(args, "quiet") and not args.quiet and not getattr(args, "json", False)
 
 
 def entry_point() -> None:

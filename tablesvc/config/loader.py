@@ -57,6 +57,7 @@ def load_yaml(text: str, where: str) -> dict[str, str]:
 class ServiceConfig:
     values: Mapping[str, Any]
     sources: Mapping[str, str] = field(default_factory=dict)
+    table_file: str | None = None     # where the table's own layer came from (its sources say so)
 
     def get(self, key: str) -> Any:
         if key in self.values:
@@ -68,6 +69,18 @@ class ServiceConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.values)
+
+    def describe_source(self, key: str) -> str:
+        """``source(key)`` as messages say it: ``the default``, ``--conf``, ``--config FILE`` or
+        ``the table's .hoodie/tablesvc.yaml``."""
+        where = self.source(key)
+        if where == "default":
+            return "the default"
+        if where in ("--conf", "--config"):
+            return where
+        if where == self.table_file:
+            return f"the table's {TABLE_CONFIG_FILE}"
+        return f"--config {where}"
 
 
 def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None = None,
@@ -92,7 +105,8 @@ def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None
                 raise ConfigError(f"{where}: {e}") from None
             sources[key] = where
     _check_consistent(values, sources)
-    return ServiceConfig(MappingProxyType(values), MappingProxyType(sources))
+    return ServiceConfig(MappingProxyType(values), MappingProxyType(sources),
+                         table_yaml_where if table_yaml is not None else None)
 
 
 # Pairs of keys that must not both be true (Hudi's HoodieWriteConfig refuses them too).

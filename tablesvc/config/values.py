@@ -28,4 +28,14 @@ def config_value(config: Any, key: str, default: Any) -> Any:
     return default if value is None or value == "" else value
 
 
-__all__ = ["config_value", "registered_value"]
+def describe_source(config: Any, key: str) -> str:
+    """Where ``key``'s value in ``config`` came from, for messages: ``the default``, ``--conf``,
+    ``--config FILE``, ``the table's .hoodie/tablesvc.yaml`` (a ``ServiceConfig``), or ``the
+    configuration given`` (a plain mapping that sets it)."""
+    if isinstance(config, Mapping):
+        return "the default" if config_value(config, key, None) is None else "the configuration given"
+    describe = getattr(config, "describe_source", None)
+    return describe(key) if describe is not None else "the default"
+
+
+__all__ = ["config_value", "describe_source", "registered_value"]

@@ -1,8 +1,10 @@
 """``tablesvc status``: what a monitor needs to know about a table's services, as one dict.
 
 Fields (docs/runner.md): pending jobs (in the order workers take them), current leases,
-jobs set aside after repeated failures, the age of the oldest pending compaction, delta
-commits since the last compaction, and log blocks per file group in the latest slices.
+jobs set aside after repeated failures, every pending instant with what ``tablesvc rollback``
+does with it (``services.rollback.pending``: the verdict the rollback itself acts on), the age
+of the oldest pending compaction, delta commits since the last compaction, and log blocks per
+file group in the latest slices.
 Reading it lists the timeline, the lease folder and the latest log files' block headers;
 it changes nothing.
 """
@@ -15,6 +17,7 @@ from tablesvc.config import ServiceConfig
 from tablesvc.runner.jobs import pending_jobs
 from tablesvc.services.compaction.triggers import delta_commits_since, last_completed_compaction
 from tablesvc.services.plan_execution import HEARTBEAT_INTERVAL_KEY, HEARTBEAT_MISSES_KEY
+from tablesvc.services.rollback.pending import pending_instants
 from timeline.instant import Action
 from timeline.instant_time import parse_instant, resolve_timezone
 from timeline.lease import LeaseStore
@@ -65,6 +68,7 @@ def table_status(table, config: ServiceConfig, max_failures: int = 3) -> dict[st
         "pending_jobs": job_rows,
         "leases": [r["lease"] for r in job_rows if "lease" in r],
         "set_aside": set_aside,
+        "pending_instants": [p.as_dict() for p in pending_instants(table, config, timeline)],
         "oldest_pending_compaction_age_s": oldest_age,
         "last_compaction": last_compaction,
         "delta_commits_since_last_compaction": len(since),

@@ -141,7 +141,9 @@ class Runner:
             lease = leases.acquire(job.id, self.settings.owner, self.settings.lease_ms)
             if lease is None:
                 continue
-            if previous is not None and previous.owner != lease.owner:
+            # A takeover is a job taken from a holder that let its lease expire (dead or stalled);
+            # a job its holder gave back (busy, failed) is just taken next.
+            if previous is not None and previous.owner != lease.owner and not previous.released:
                 self.stats.takeovers += 1
                 self._say(f"{job.id}: taken over from {previous.owner} (token {previous.token} expired)")
             self._run_job(table, config, job, leases, lease)

@@ -106,5 +106,7 @@ def _clean(table, config: ServiceConfig, timeline: Timeline) -> list[ServiceResu
     reason = nothing_to_clean(table, config, timeline)
     if reason is None:
         return run_clean(table, config)
-    remove_leftovers(table)
+    # no listing of the partitions after every write: temporary copies wait for a clean that
+    # plans, a runner's clean job or `tablesvc rollback`
+    remove_leftovers(table, temporary_copies=False)
     return [ServiceResult("clean", Status.NOTHING_TO_DO, None, reason, {"partitions_scanned": 0})]

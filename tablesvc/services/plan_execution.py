@@ -117,14 +117,17 @@ def heartbeat_settings(config: Any) -> tuple[int, int]:
 
 
 def spark_session(spark):
-    """``spark`` may be a SparkSession, a function returning one (started lazily) or None."""
+    """``spark`` may be a SparkSession, a function returning one (started lazily) or None; the
+    session comes back with its executors checked (``executor_env.prepare_executors``)."""
     if spark is None:
         from tablesvc.spark.session import get_spark
 
         return get_spark()
+    from tablesvc.spark.executor_env import prepare_executors
+
     if callable(spark) and not hasattr(spark, "sparkContext"):
-        return spark()
-    return spark
+        return prepare_executors(spark())
+    return prepare_executors(spark)
 
 
 # The plans that pin their file groups: a file group may be in one pending plan only.
@@ -232,7 +235,8 @@ def finish_plan(table, inflight: Instant, metadata: bytes, precheck=None, fence:
     return done
 
 
-def _task_runner(ctx, work: FileGroupWork, groups: Sequence[bytes]):
+def _task_runner(ctx, work: FileGroupWork, groups: Sequence[bytes], counters=None):
+    """``counters``: the progress lines' accumulators (``spark.progress``), or None."""
     def run(batches):
         from tablesvc.fsview.names import write_token
         from tablesvc.spark.read_job import task_items
@@ -243,6 +247,8 @@ def _task_runner(ctx, work: FileGroupWork, groups: Sequence[bytes]):
         token = write_token(*task_identity())
         for task in task_items(batches, groups):
             stat = work(storage, ctx, task, token)
+            if counters is not None:
+                counters.add(1, stat.num_writes or 0)
             yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
                                              names=["partition", "stat"])
     return run
@@ -255,10 +261,10 @@ def task_weight(task: Any) -> int | None:
 
 
 def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, spark, *,
-                         in_process: bool = False) -> StatsByPartition:
+                         in_process: bool = False, label: str = "file group tasks") -> StatsByPartition:
     """Run ``work`` once per task: in a Spark job (file groups packed into Spark tasks,
     ``spark/task_packing.py``; only write stats come back to the driver) or, with ``in_process``,
-    here one after the other."""
+    here one after the other.  ``label`` names the job in the CLI's progress lines."""
     stats: StatsByPartition = {}
     if not tasks:
         return stats
@@ -271,11 +277,14 @@ def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, 
     from tablesvc.spark.errors import translate_task_error
     from tablesvc.spark.read_job import pack_tasks
 
+    from tablesvc.spark.progress import phase, task_counters
+
     session = spark_session(spark)
     try:
         packed = pack_tasks(session, list(tasks), [task_weight(t) for t in tasks])
-        rows = packed.frame.mapInArrow(_task_runner(ctx, work, packed.groups),
-                                       "partition string, stat string").collect()
+        runner = _task_runner(ctx, work, packed.groups, task_counters(session))
+        with phase(label, file_groups=len(tasks)):
+            rows = packed.frame.mapInArrow(runner, "partition string, stat string").collect()
     except Exception as e:
         raise translate_task_error(e) from None
     for row in rows:

@@ -12,10 +12,15 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
+import pyarrow as pa
+
 from tablesvc.merge import ReadContext, SliceSpec, iter_file_slice, nullable_everywhere, output_schema
+from tablesvc.spark.arrow_exchange import for_spark
+from tablesvc.spark.executor_env import prepare_executors
+from tablesvc.spark.progress import TaskCounters, expect_file_groups, task_counters
 from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for
-from timeline.instant import validate_instant_time
+from timeline.time_travel import resolve_as_of
 
 
 @dataclass(frozen=True)
@@ -29,10 +34,11 @@ class ReadPlan:
 def plan_read(table, as_of: str | None = None, columns: tuple[str, ...] | None = None, *,
               native: bool = True) -> ReadPlan:
     """``native``: let Spark's own Parquet reader read the slices that need no merge
-    (``native_scan.split_native`` says which)."""
-    if as_of is not None:
-        validate_instant_time(as_of, "as-of instant")
+    (``native_scan.split_native`` says which).  ``as_of``: any form ``parse_as_of`` takes; a time
+    the table cannot show (cleaned, before its first commit) is refused (``resolve_as_of``)."""
     timeline = table.timeline()
+    if as_of is not None:
+        as_of = resolve_as_of(table.storage, timeline, as_of)
     ctx = ReadContext.for_table(table, timeline, as_of=as_of, columns=columns)
     slices = table.file_system_view(timeline).latest_file_slices(table.storage, as_of)
     specs = tuple(SliceSpec.from_file_slice(s) for s in slices)
@@ -46,19 +52,34 @@ def plan_read(table, as_of: str | None = None, columns: tuple[str, ...] | None =
                     tuple(weight[(s.partition, s.file_id)] for s in python))
 
 
-def _read_specs(ctx: ReadContext, groups: Sequence[bytes]):
+def _read_specs(ctx: ReadContext, groups: Sequence[bytes], counters: TaskCounters | None = None):
+    """``counters``: the progress lines' accumulators (slices merged, rows), or None.  Batches
+    go to Spark in types it takes (``arrow_exchange.for_spark``: millisecond timestamps as
+    microseconds)."""
     def run(batches):
         storage = storage_for(ctx.base_path)
         for spec in task_items(batches, groups):
-            yield from iter_file_slice(storage, spec, ctx)
+            if counters is None:
+                yield from map(for_spark, iter_file_slice(storage, spec, ctx))
+                continue
+            rows = 0
+            for batch in iter_file_slice(storage, spec, ctx):
+                rows += batch.num_rows
+                yield for_spark(batch)
+            counters.add(1, rows)
     return run
 
 
+def arrow_schema(ctx: ReadContext) -> pa.Schema:
+    """The read's exact Arrow schema, nullable at every depth (``nullable_everywhere``)."""
+    return nullable_everywhere(output_schema(ctx))
+
+
 def spark_schema(ctx: ReadContext):
-    """The read's schema as Spark sees it: nullable at every depth (``nullable_everywhere``)."""
+    """The read's schema as Spark sees it (Spark's types are coarser: one timestamp unit)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(nullable_everywhere(output_schema(ctx)))
+    return from_arrow_schema(arrow_schema(ctx))
 
 
 @dataclass(frozen=True)
@@ -98,22 +119,40 @@ def task_items(batches: Iterator[Any], groups: Sequence[bytes]) -> Iterator[Any]
             yield from pickle.loads(groups[index])
 
 
+@dataclass(frozen=True)
+class TableRead:
+    """A read as a Spark DataFrame, and the exact Arrow schema of its rows: Spark's types are
+    coarser (a millisecond timestamp is a microsecond one there), so a writer that must keep the
+    table's types (``parquet_output``, ``read --output``) casts back to ``arrow_schema``."""
+
+    frame: Any
+    arrow_schema: pa.Schema
+
+
 def read_dataframe(spark, table, as_of: str | None = None, columns: tuple[str, ...] | None = None, *,
                    native: bool = True):
     """The table (snapshot, or as of an instant) as a Spark DataFrame: slices with something
     to merge through Python tasks, the others (``native``) through Spark's Parquet reader."""
+    return read_table(spark, table, as_of, columns, native=native).frame
+
+
+def read_table(spark, table, as_of: str | None = None, columns: tuple[str, ...] | None = None, *,
+               native: bool = True) -> TableRead:
+    """``read_dataframe``, with the read's exact Arrow schema."""
+    prepare_executors(spark)
     plan = plan_read(table, as_of, columns, native=native)
     schema = spark_schema(plan.context)
     parts = []
     if plan.slices:
         tasks = pack_tasks(spark, plan.slices, plan.weights or None)
-        parts.append(tasks.frame.mapInArrow(_read_specs(plan.context, tasks.groups), schema))
+        expect_file_groups(len(plan.slices))   # progress lines count the slices merged here
+        parts.append(tasks.frame.mapInArrow(_read_specs(plan.context, tasks.groups, task_counters(spark)), schema))
     if plan.native_base_files:
         # the requested schema fixes the columns and their order (missing ones read as nulls)
         parts.append(spark.read.schema(schema).parquet(*plan.native_base_files))
     if not parts:
-        return spark.createDataFrame([], schema)
+        return TableRead(spark.createDataFrame([], schema), arrow_schema(plan.context))
     df = parts[0]
     for part in parts[1:]:
         df = df.union(part)
-    return df
+    return TableRead(df, arrow_schema(plan.context))

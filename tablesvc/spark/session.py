@@ -3,7 +3,8 @@
 ``get_spark()`` reuses the active session (so inline services after a write cost no
 second start-up), else builds one from a profile: ``local`` by default, or the name in
 ``TABLESVC_SPARK_PROFILE``, or a path to a YAML file.  ``spark.*`` keys given with
-``--conf`` override the profile.
+``--conf`` override the profile.  Either way the session's executors are checked (and given
+tablesvc's code when they lack it) before it is returned: ``executor_env.prepare_executors``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Mapping
 import yaml
 
 from tablesvc.errors import ConfigError
+from tablesvc.spark.executor_env import prepare_executors
 
 DEFAULT_PROFILE = "local"
 
@@ -65,7 +67,7 @@ def get_spark(profile: str | None = None, overrides: Mapping[str, str] | None = 
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active
+        return prepare_executors(active)
     if quiet:
         send_jvm_output_to_log()
     conf = session_conf(profile, overrides)
@@ -78,7 +80,7 @@ def get_spark(profile: str | None = None, overrides: Mapping[str, str] | None = 
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return prepare_executors(spark)
 
 
 def session_conf(profile: str | None = None, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -119,3 +121,16 @@ def task_identity() -> tuple[int, int, int]:
     if ctx is None:
         return 0, 0, 0
     return ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()
+
+
+def service_session(spark=None, overrides: Mapping[str, str] | None = None):
+    """The Spark a service started from Python (``Table.compact()``, …) runs its plans in:
+    ``spark``, else the active session, with its executors checked now, before the service
+    changes the table; without either, a function that starts one (``get_spark``, ``spark.*``
+    keys of ``overrides`` applied) only when a plan needs it, as the CLI does."""
+    from pyspark.sql import SparkSession
+
+    session = spark if spark is not None else SparkSession.getActiveSession()
+    if session is not None:
+        return prepare_executors(session)
+    return lambda: get_spark(overrides=overrides)

@@ -43,15 +43,20 @@ from tablesvc.errors import InvalidInputError, TablesvcError, UnsupportedTableEr
 from tablesvc.fsview.names import new_file_id
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
+from tablesvc.spark.executor_env import prepare_executors
+from tablesvc.spark.progress import TaskCounters, task_counters
+from tablesvc.spark.progress import phase as progress_phase
 from tablesvc.spark.read_job import pack_tasks, task_items
 from tablesvc.spark.session import task_identity
 from tablesvc.spark.write_groups import (FG_COLUMN, GROUP_COLUMN, consecutive_groups, group_column,
                                          split_file_groups, write_partitions)
 from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for
+from tablesvc.table.config import MergeMode
 from tablesvc.write import (DEFAULT_PARTITION_PATH, BucketSpec, FileGroupTarget, KeySpec, WriteContext,
                             add_key_columns, bucket_file_id, bucket_of_file_id, combine_in_batch, delete_markers,
                             list_markers, reconcile_schema, write_file_group)
+from tablesvc.write.existing_keys import PresentKeys
 from tablesvc.write.keys import EMPTY_KEY_PLACEHOLDER, NULL_KEY_PLACEHOLDER
 from timeline.heartbeat import Heartbeat
 from timeline.instant import Action
@@ -389,10 +394,15 @@ def _check_routing(records: pa.Table, partition: str, bucket_text: str | None, b
 
 
 def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, ordering_field: str | None,
-                  data_columns: tuple[str, ...], key_spec: KeySpec, hashed: bool = False):
+                  data_columns: tuple[str, ...], key_spec: KeySpec, hashed: bool = False, *,
+                  present: PresentKeys | None = None, counters: TaskCounters | None = None):
     """``mapInArrow`` body of the write job: the task's rows arrive sorted by ``GROUP_COLUMN``;
     each file group's rows are gathered (``consecutive_groups``) and written on their own (keys,
     routing check, dedupe, then ``write_file_group``); the task yields write stats only.
+
+    ``present`` (bucket index): counts the keys an existing file group already holds, so that the
+    write stat tells inserts from updates (``write.existing_keys``).  ``counters``: progress
+    lines' accumulators (file groups, rows), when the CLI prints them.
 
     ``hashed``: the rows carry the group hash but not the partition path and file group (routing
     in the JVM, ``_JvmRoute.group_hash``); the task computes keys, partition paths and buckets
@@ -419,8 +429,14 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
         records = combine_in_batch(keyed, ordering_field)
         keep = [c for c in records.column_names if c in data_columns or c in (KEY, PARTITION)]
         task_partition, stage, attempt = task_identity()
-        stats = write_file_group(storage_for(ctx.base_path), replace(ctx, stage_id=stage), target,
-                                 records.select(keep), task_partition, attempt)
+        storage = storage_for(ctx.base_path)
+        found = None
+        if present is not None and target.existing:
+            found = present.count(storage, partition, target.file_id, records.column(KEY))
+        stats = write_file_group(storage, replace(ctx, stage_id=stage), target, records.select(keep), task_partition,
+                                 attempt, present_keys=found)
+        if counters is not None:
+            counters.add(1, records.num_rows)
         # A group that wrote nothing (deletes of keys no file group holds) still answers, with a
         # null stat: the driver tells an input without rows from one whose rows changed nothing.
         return pa.table({"partition": pa.array([partition] * max(len(stats), 1), pa.string()),
@@ -539,6 +555,9 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     if log_block_format is None:
         log_block_format = registered_value(config, "hoodie.logfile.data.block.format")
 
+    # The executors must run this write's tasks (tablesvc's code shipped to them if they lack
+    # it): known before the first table change, not from a task failing mid-write.
+    prepare_executors(spark)
     # Hudi's EAGER failed-writes policy: a write killed earlier is rolled back before this
     # one starts, so one crash never blocks the table (docs/rollback.md).
     from tablesvc.services.rollback import eager_rollback
@@ -566,7 +585,8 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         heartbeat.stop(delete=False)    # the requested instant stays: the sweep rolls it back once expired
         raise
     try:
-        view_slices = table.file_system_view().latest_file_slices(table.storage)
+        view_timeline = table.timeline()
+        view_slices = table.file_system_view(view_timeline).latest_file_slices(table.storage)
         from pyspark.sql.types import StringType, StructField, StructType
 
         tagged_schema = StructType(list(df.schema.fields) + [StructField(c, StringType()) for c in
@@ -588,7 +608,8 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         elif op is Operation.INSERT:
             targets = {}
         else:
-            partitions = {r[0] for r in keyed.select(PARTITION).distinct().collect()}
+            with progress_phase(f"write {instant.timestamp}"):    # a scan of the input: progress lines too
+                partitions = {r[0] for r in keyed.select(PARTITION).distinct().collect()}
             keyed, targets = _lookup_targets(spark, table, view_slices, keyed, partitions)
         if cfg.version < 8:
             # Compaction, v6 only (docs/compaction.md): a file group in a pending compaction plan C
@@ -603,20 +624,33 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
                            operation=op.value, stage_id=0)
         ordering = None if op is Operation.DELETE else cfg.ordering_field
 
+        # The bucket index sends new keys into existing file groups too: the write tasks count
+        # the keys each group held before, inserts and updates apart (write.existing_keys).
+        # A table whose slices this reader cannot merge (CUSTOM merge mode) or that stores no record
+        # keys (no meta fields) keeps Hudi's bucket-index count: every record an update.
+        present = None
+        if bucket is not None and op is not Operation.DELETE and cfg.populate_meta_fields \
+                and cfg.merge_mode is not MergeMode.CUSTOM:
+            present = PresentKeys(ReadContext.for_table(table, view_timeline, columns=(KEY,)),
+                                  {(s.partition, s.file_id): SliceSpec.from_file_slice(s) for s in view_slices})
+        counters = task_counters(spark)
+
         def run_write_job(frame, hashed: bool) -> list:
             # One file group at a time in a task's memory (a shuffle partition may hold many);
             # the rows that come back are write stats only: a few hundred bytes per file group.
-            write_group = _write_groups(ctx, targets, bucket, ordering, data_columns, key_spec, hashed)
+            write_group = _write_groups(ctx, targets, bucket, ordering, data_columns, key_spec, hashed,
+                                        present=present, counters=counters)
             return rows_by_file_group(frame, hashed).mapInArrow(write_group, stats_schema).collect()
 
-        try:
-            rows = run_write_job(keyed, hashed=jvm_route is not None)
-        except Exception as e:
-            if jvm_route is None or INEXACT_ROUTE not in str(e):
-                raise
-            # Keys Hudi parses as field:value pairs: their bucket is Python's to compute.  The
-            # job stopped in its map stage, before any file was written.
-            rows = run_write_job(routed_in_python(), hashed=False)
+        with progress_phase(f"write {instant.timestamp}"):
+            try:
+                rows = run_write_job(keyed, hashed=jvm_route is not None)
+            except Exception as e:
+                if jvm_route is None or INEXACT_ROUTE not in str(e):
+                    raise
+                # Keys Hudi parses as field:value pairs: their bucket is Python's to compute.  The
+                # job stopped in its map stage, before any file was written.
+                rows = run_write_job(routed_in_python(), hashed=False)
         if not rows:
             _abort(table, inflight)     # the input has no row: nothing to do, no instant left
             return None

@@ -24,6 +24,18 @@ def _is_temp_of(candidate: str, name: str) -> bool:
     return candidate.startswith(prefix) and candidate.endswith(".tmp") and len(candidate) == len(prefix) + 36
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def temporary_copy_of(candidate: str) -> str | None:
+    """The final name ``candidate`` is a temporary copy of (``_temp_name``), or None when it is no
+    such copy."""
+    if not (candidate.startswith(".") and candidate.endswith(".tmp") and len(candidate) > 39
+            and candidate[-37] == "." and _HEX.issuperset(candidate[-36:-4])):
+        return None
+    return candidate[1:-37]
+
+
 class LocalStorage:
     """Implements ``timeline.storage.Storage`` on a POSIX file system.
 
@@ -131,6 +143,9 @@ class LocalStorage:
                                 e.is_dir()))
         out.sort(key=lambda f: f.name)
         return out
+
+    # the name scheme of the temporary copies, for the sweep of abandoned ones (services/temporary_copies.py)
+    temporary_copy_of = staticmethod(temporary_copy_of)
 
     def discard_partial(self, folder: str, names) -> list[str]:
         wanted = set(names)

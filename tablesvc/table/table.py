@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from functools import cached_property
+from typing import Mapping, Sequence
 
-from tablesvc.errors import NotATableError
+from tablesvc.errors import InvalidInputError, NotATableError
 from tablesvc.fsview.view import FileSlice, FileSystemView
 from tablesvc.storage import storage_for
 from tablesvc.table.config import TableConfig
@@ -81,14 +82,28 @@ class Table:
         view = self.file_system_view()
         return view.latest_file_slices(self.storage, as_of, partition)
 
+    # -- configuration ---------------------------------------------------------------------------
+    def service_config(self, options: Mapping[str, object] | None = None):
+        """The config a CLI command of this table gets: built-in defaults < the table's
+        ``.hoodie/tablesvc.yaml`` < ``options`` (Hudi keys, as ``--conf key=value`` gives them)."""
+        from tablesvc.config import load_config
+
+        pairs = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (options or {}).items()]
+        return load_config(self.storage, conf_pairs=pairs, table_path=self.base_path)
+
     # -- data (Spark) ------------------------------------------------------------------------
     # Imported lazily: opening a table and reading its timeline needs no Spark.
-    def write(self, df, operation: str = "upsert", **options):
+    def write(self, df, operation: str = "upsert", *, options: Mapping[str, object] | None = None, **kwargs):
         """Write a Spark DataFrame (insert, upsert or delete); returns a ``WriteResult`` or
-        ``None`` when there was nothing to write."""
+        ``None`` when there was nothing to write.  ``options``: Hudi keys (inline services,
+        log block format, …) over the table's config; ``config=`` a ready ``ServiceConfig``."""
         from tablesvc.spark.write_job import write_dataframe
 
-        return write_dataframe(self, df, operation, **options)
+        if options is not None:
+            if kwargs.get("config") is not None:
+                raise InvalidInputError("Table.write: give options (Hudi keys) or config, not both")
+            kwargs["config"] = self.service_config(options)
+        return write_dataframe(self, df, operation, **kwargs)
 
     def insert(self, df, **options):
         return self.write(df, "insert", **options)
@@ -101,8 +116,68 @@ class Table:
         return self.write(df, "delete", **options)
 
     def read(self, as_of: str | None = None, columns: tuple[str, ...] | list[str] | None = None, spark=None):
-        """The table as a Spark DataFrame: the latest snapshot, or as of an instant (time travel)."""
+        """The table as a Spark DataFrame: the latest snapshot, or as of a time (time travel: ``as_of``
+        in any form ``read --as-of`` takes; a time the table cannot show is ``TimeTravelError``)."""
         from tablesvc.spark.read_job import read_dataframe
         from tablesvc.spark.session import get_spark
 
         return read_dataframe(spark or get_spark(), self, as_of, tuple(columns) if columns else None)
+
+    # -- services ------------------------------------------------------------------------------
+    # The functions the CLI's commands call (tablesvc/cli/cmd_*.py), with the same options, and
+    # the same typed results it prints: a list of ``ServiceResult`` (action, status, instant,
+    # reason, metrics).  ``options``: Hudi keys, as ``--conf`` gives them.  Spark: ``spark``, else
+    # the active session (executors checked before the table changes), else one started only
+    # when a plan needs it.  Imported lazily: a Table that runs no service loads none.
+    def compact(self, instant: str | None = None, *, sort_columns: Sequence[str] = (),
+                options: Mapping[str, object] | None = None, spark=None):
+        """``tablesvc compaction run``: ``instant``'s plan, else every pending plan (oldest first),
+        else one scheduled now whatever the trigger says, and run."""
+        from tablesvc.services.compaction import run_compaction
+        from tablesvc.spark.session import service_session
+
+        config = self.service_config(options)
+        return run_compaction(self, instant, spark=service_session(spark, config.as_dict()),
+                              sort_columns=tuple(sort_columns), config=config)
+
+    def log_compact(self, instant: str | None = None, *, options: Mapping[str, object] | None = None, spark=None):
+        """``tablesvc logcompaction run``: ``instant``'s plan, else every pending plan, else one
+        scheduled now (block threshold lowered to 2), and run."""
+        from tablesvc.services.log_compaction import run_log_compaction
+        from tablesvc.spark.session import service_session
+
+        config = self.service_config(options)
+        return run_log_compaction(self, instant, spark=service_session(spark, config.as_dict()), config=config)
+
+    def clean(self, *, dry_run: bool = False, options: Mapping[str, object] | None = None):
+        """``tablesvc clean run [--dry-run]``: ``hoodie.cleaner.policy`` (no Spark).  A dry run's
+        result lists the files it would delete in ``metrics["files"]``."""
+        from tablesvc.services.clean import run_clean
+
+        return run_clean(self, self.service_config(options), dry_run=dry_run)
+
+    def rollback_failed(self, *, dry_run: bool = False, options: Mapping[str, object] | None = None):
+        """``tablesvc rollback``: finish pending rollbacks, then roll back every failed instant
+        (heartbeat expired), newest first (no Spark)."""
+        from tablesvc.services.rollback import rollback_failed
+
+        return rollback_failed(self, dry_run=dry_run, config=self.service_config(options))
+
+    def rollback(self, instant: str, *, dry_run: bool = False, allow_completed: bool = False,
+                 options: Mapping[str, object] | None = None):
+        """``tablesvc rollback --instant T [--allow-completed]``: one instant; returns its one
+        ``ServiceResult``."""
+        from tablesvc.services.rollback import rollback
+
+        return rollback(self, instant, dry_run=dry_run, allow_completed=allow_completed,
+                        config=self.service_config(options))
+
+    def run_inline_services(self, *, options: Mapping[str, object] | None = None, spark=None):
+        """What a write runs after its commit (``hoodie.compact.inline``, ``hoodie.compact.schedule.inline``,
+        ``hoodie.log.compaction.inline``, ``hoodie.clean.automatic``), run now: for a pipeline whose
+        writes turned them off, or that wrote with another engine."""
+        from tablesvc.services.inline import run_inline_services
+        from tablesvc.spark.session import service_session
+
+        config = self.service_config(options)
+        return run_inline_services(self, config, service_session(spark, config.as_dict()))

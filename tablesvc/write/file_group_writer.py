@@ -197,7 +197,7 @@ def log_data_block(block_format: str, instant: str, schema_json: str, table: pa.
 
 
 def _write_log(storage: Storage, ctx: WriteContext, target: FileGroupTarget, records: pa.Table,
-               task_partition: int, token: str) -> WriteStat:
+               task_partition: int, token: str, present_keys: int | None = None) -> WriteStat:
     schema = with_meta_fields(ctx.data_schema_json)
     n = records.num_rows
     if ctx.operation == "delete":
@@ -207,7 +207,9 @@ def _write_log(storage: Storage, ctx: WriteContext, target: FileGroupTarget, rec
     else:
         table = _with_meta(records, ctx, task_partition, target.file_id)
         block = log_data_block(ctx.log_block_format, ctx.instant, schema, table)
-        counts = {"num_writes": n, "num_update_writes": n}
+        # As Hudi's append handle counts: a key the group held before is an update, the others inserts.
+        updates = n if present_keys is None else present_keys
+        counts = {"num_writes": n, "num_update_writes": updates, "num_inserts": n - updates}
     data = encode_blocks([block])
     name_instant = _log_name_instant(ctx, target)
     name, version = write_new_log_file(storage, ctx.base_path, ctx.instant, target.partition, target.file_id,
@@ -220,9 +222,13 @@ def _write_log(storage: Storage, ctx: WriteContext, target: FileGroupTarget, rec
 
 
 def write_file_group(storage: Storage, ctx: WriteContext, target: FileGroupTarget, records: pa.Table,
-                     task_partition: int, attempt: int) -> list[WriteStat]:
+                     task_partition: int, attempt: int, present_keys: int | None = None) -> list[WriteStat]:
     """Write ``records`` (data columns + ``_hoodie_record_key`` + ``_hoodie_partition_path``,
-    already de-duplicated) into one file group; returns the stats of the files written."""
+    already de-duplicated) into one file group; returns the stats of the files written.
+
+    ``present_keys``: how many of the records' keys an existing group held before (updates; the
+    rest are inserts); None when every one of them is known to be there (the lookup index
+    routed them to the group)."""
     if isinstance(records, pa.RecordBatch):
         records = pa.Table.from_batches([records])
     if records.num_rows == 0:
@@ -233,7 +239,7 @@ def write_file_group(storage: Storage, ctx: WriteContext, target: FileGroupTarge
         if ctx.operation == "delete":
             return []
         return [_write_base(storage, ctx, target, records, task_partition, token)]
-    return [_write_log(storage, ctx, target, records, task_partition, token)]
+    return [_write_log(storage, ctx, target, records, task_partition, token, present_keys)]
 
 
 __all__ = [

@@ -18,6 +18,7 @@ entirely; with KEEP_LATEST_FILE_VERSIONS every replaced file group goes (as in H
 The ECTR never passes the earliest pending write or compaction.
 Planning is incremental: with a previous clean, only partitions written by instants
 between its ECTR and the new one are scanned (``hoodie.cleaner.incremental.mode``).
+A plan that deletes nothing is never written (Hudi's "nothing to clean"), ECTR moved or not.
 """
 
 from __future__ import annotations
@@ -249,9 +250,10 @@ def plan_clean(table, config: ServiceConfig, timeline: Timeline | None = None) -
     count = sum(len(v) for v in files.values())
     if count:
         return PlannedClean(plan, f"{count} files in {len(files)} partitions", count, len(partitions))
-    if ectr is not None and ectr.timestamp != prev_ectr:
-        # Nothing to delete, but recording the clean moves the incremental window on.
-        return PlannedClean(plan, f"no files to delete; earliest commit to retain moves to {ectr.timestamp}",
-                            0, len(partitions))
-    return PlannedClean(None, "nothing to clean: every file group holds only slices that are retained",
+    # As Hudi (CleanPlanActionExecutor: "Nothing to clean here"), a plan that deletes nothing is not
+    # written, even when the ECTR moved: the next clean's incremental window then starts at the
+    # last recorded clean's ECTR (or it scans every partition), and time travel keeps every instant.
+    moved = (f" (the earliest commit to retain would move to {ectr.timestamp}; no clean instant is written "
+             "for that alone)" if ectr is not None else "")
+    return PlannedClean(None, f"nothing to clean: every file group holds only slices that are retained{moved}",
                         0, len(partitions))

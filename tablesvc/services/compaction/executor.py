@@ -265,7 +265,8 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
             raise InvalidInputError(f"compaction {instant_ts}: the table has no schema")
         _check_sort_columns(sort_columns, schema_json, instant_ts)
         tasks = _tasks(table, plan, instant_ts, schema_json, sort_columns)
-        stats = run_file_group_tasks(table, ctx, tasks, compact_file_group, spark, in_process=in_process)
+        stats = run_file_group_tasks(table, ctx, tasks, compact_file_group, spark, in_process=in_process,
+                                     label=f"compaction {instant_ts}")
         remove_orphans(table, instant_ts, stats, fence)
         latest_schema = table.schema(table.timeline()) or schema_json
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=True,

@@ -160,6 +160,10 @@ def pending_writes(timeline: Timeline) -> list[str]:
 
 def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[CompactionPlan | None, str, dict]:
     """The plan for the table as ``timeline`` shows it, or (None, why not, {})."""
+    # The executor merges with the schema of the latest completed write's commit metadata: a
+    # plan over a commit file that does not decode could never run, so none is written
+    # (``PayloadError`` names the file; log compaction's planner reads it too).
+    timeline.latest_schema(table.storage)
     if table.config.version < 8:
         writes = pending_writes(timeline)
         if writes:

@@ -296,7 +296,8 @@ def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) ->
         if not schema_json:
             raise InvalidInputError(f"log compaction {instant_ts}: the table has no schema")
         tasks = _tasks(table, plan, instant_ts, schema_json, block_format)
-        stats = run_file_group_tasks(table, ctx, tasks, log_compact_file_group, spark, in_process=spark is None)
+        stats = run_file_group_tasks(table, ctx, tasks, log_compact_file_group, spark, in_process=spark is None,
+                                     label=f"log compaction {instant_ts}")
         remove_orphans(table, instant_ts, stats, fence)
         latest_schema = table.schema(table.timeline()) or schema_json
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=False,

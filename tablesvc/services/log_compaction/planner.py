@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tablesvc.config.values import config_value
-from tablesvc.errors import ConfigError
+from tablesvc.config.registry import REGISTRY
+from tablesvc.config.values import describe_source, registered_value
 from tablesvc.merge import ReadContext, select_blocks
 from tablesvc.services.compaction.planner import (
     MB, check_supported, pending_writes, pinned_file_groups,
@@ -33,19 +33,25 @@ from timeline.payloads.compaction_plan import LOG_COMPACTION_EXECUTOR, Compactio
 
 ACTION = "logcompaction"
 THRESHOLD_KEY = "hoodie.log.compaction.blocks.threshold"
-DEFAULT_THRESHOLD = 5
+DEFAULT_THRESHOLD = REGISTRY[THRESHOLD_KEY].default   # one default, the registry's (Hudi's: 5)
 FORCED_THRESHOLD = 2
 
 
 def blocks_threshold(config: Any, force: bool = False) -> int:
-    raw = config_value(config, THRESHOLD_KEY, DEFAULT_THRESHOLD)
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"{THRESHOLD_KEY}: expected an integer, got {raw!r}") from None
-    if value < 1:
-        raise ConfigError(f"{THRESHOLD_KEY}: expected at least 1, got {value}")
+    """The block threshold in force: the configured one (parsed and checked by the registry, a
+    plain mapping's text too), lowered to ``FORCED_THRESHOLD`` when ``force``."""
+    value = registered_value(config, THRESHOLD_KEY)
     return min(value, FORCED_THRESHOLD) if force else value
+
+
+def threshold_origin(config: Any, force: bool = False) -> str:
+    """Which threshold is in force and where it came from, for the "not due" reason."""
+    configured, source = registered_value(config, THRESHOLD_KEY), describe_source(config, THRESHOLD_KEY)
+    if force:
+        where = ", the default" if source == "the default" else f" from {source}"
+        return (f"threshold {blocks_threshold(config, force)} is forced (schedule --force, or run without a pending "
+                f"plan), over the configured {configured}{where}")
+    return f"threshold {configured} " + ("is the default" if source == "the default" else f"comes from {source}")
 
 
 def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
@@ -89,9 +95,10 @@ def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
                                        delta_file_paths=tuple(lf.file_name for lf in logs), metrics=metrics))
     if not ops:
         parts = []
-        if below:
+        if below:   # the threshold decided: which one, and where it came from
             parts.append(f"{below} file group{'s' if below != 1 else ''} with log blocks below the threshold "
-                         f"(at most {most} valid log block{'s' if most != 1 else ''} < {threshold}, {THRESHOLD_KEY})")
+                         f"(at most {most} valid log block{'s' if most != 1 else ''} < {threshold}, {THRESHOLD_KEY}); "
+                         + threshold_origin(config, force))
         if skipped_pinned:
             parts.append(f"{skipped_pinned} file group{'s' if skipped_pinned != 1 else ''} already in a pending "
                          "compaction, log compaction or clustering plan")
@@ -124,4 +131,4 @@ def schedule_log_compaction(table, config: Any = None, *, force: bool = False,
 
 
 __all__ = ["ACTION", "DEFAULT_THRESHOLD", "THRESHOLD_KEY", "blocks_threshold", "build_log_compaction_plan",
-           "schedule_log_compaction"]
+           "schedule_log_compaction", "threshold_origin"]

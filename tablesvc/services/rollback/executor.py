@@ -21,6 +21,8 @@ Steps of one rollback ``R`` of target ``T`` (docs/rollback.md has the crash tabl
 ``rollback_failed`` (the recovery sweep) ends by removing the marker folders and heartbeat
 files of instants that are no longer pending (``remove_leftovers``): what a process killed
 after completing its instant, or a rollback killed after removing its target, leaves behind.
+Which pending instants it rolls back is ``pending.classify_pending``'s verdict ``FAILED``; the
+report of what it left pending (``recovery.recover``, ``tablesvc status``) is the same call.
 
 Every step is idempotent, so re-running a half-done rollback finishes it under the same
 ``R`` (a pending rollback of ``T`` is always resumed, never duplicated).
@@ -36,6 +38,11 @@ from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, Unk
 from tablesvc.fsview.names import PARTITION_METAFILE, UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
 from tablesvc.logformat import read_log_file, rollback_block, write_log_file
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.services.temporary_copies import sweep_temporary_copies
+from tablesvc.services.rollback.pending import (
+    INTERVAL_KEY, MISSES_KEY, WRITE_ACTIONS, HeartbeatWindow, Liveness, Verdict,
+    classify_pending, rollback_plans, target_of,
+)
 from tablesvc.services.rollback.planner import (
     PLAN_KEEPING_ACTIONS, PlanSummary, build_plan, check_rollbackable, file_decision, has_markers, listed_files,
     target_action_name, target_instant,
@@ -44,7 +51,7 @@ from tablesvc.storage import discard_partial_copies
 from tablesvc.write.markers import MARKER_ROOT, delete_markers, list_markers, marker_dir
 from timeline.active import Timeline
 from timeline.errors import IllegalTransitionError, InstantExistsError
-from timeline.heartbeat import HEARTBEAT_DIR, Heartbeat, heartbeat_path, is_expired, last_beat_ms
+from timeline.heartbeat import HEARTBEAT_DIR, Heartbeat, heartbeat_path, is_expired
 from timeline.instant import Action, Instant, State, TimelineLayout, validate_instant_time
 from timeline.lock import DEFAULT_TTL_MS
 from timeline.payloads import (
@@ -54,10 +61,6 @@ from timeline.payloads import (
 from timeline.storage import join
 
 ACTION = "rollback"
-WRITE_ACTIONS = (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT)
-TABLE_SERVICE_ACTIONS = (Action.COMPACTION, Action.LOG_COMPACTION)
-INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
-MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
 POLICY_KEY = "hoodie.cleaner.policy.failed.writes"
 LOCK_WAIT_KEY = "hoodie.write.lock.wait_time_ms"
 # A lock left by a killed process (the very crash a rollback recovers from) expires after
@@ -86,41 +89,28 @@ class _Settings:
                 f"{table.base_path}: the table keeps a metadata table that tablesvc does not update; "
                 "roll back its failed instants with Apache Hudi, or remove the metadata table first")
         cfg = config if config is not None else load_config(table.storage, table_path=table.base_path)
-        return cls(int(cfg.get(INTERVAL_KEY)), int(cfg.get(MISSES_KEY)), str(cfg.get(POLICY_KEY)).upper(),
+        window = HeartbeatWindow.of(cfg)
+        return cls(window.interval_ms, window.misses, str(cfg.get(POLICY_KEY)).upper(),
                    max(int(cfg.get(LOCK_WAIT_KEY)), LOCK_TTL_MS + 5_000))
 
     @property
+    def window(self) -> HeartbeatWindow:
+        return HeartbeatWindow(self.interval_ms, self.misses)
+
+    @property
     def window_ms(self) -> int:
-        return self.interval_ms * self.misses
+        return self.window.window_ms
 
 
 def _expired(table, timestamp: str, s: _Settings) -> bool:
-    return is_expired(table.storage, table.base_path, timestamp, table.clock, s.interval_ms, s.misses)
+    return Liveness.read(table, timestamp, s.window).expired
 
 
 def _alive_message(table, instant: Instant, s: _Settings) -> str:
-    beat = last_beat_ms(table.storage, table.base_path, instant.timestamp)
-    age = table.clock.now_ms() - beat if beat is not None else 0
+    beat = Liveness.read(table, instant.timestamp, s.window)
     return (f"instant {instant.timestamp} ({instant.action.value}, {instant.state.value}) is still running: "
-            f"its heartbeat {heartbeat_path(table.base_path, instant.timestamp)} is {age} ms old "
-            f"(expires after {s.window_ms} ms = {INTERVAL_KEY} x {MISSES_KEY}); retry later")
-
-
-def _rollback_plans(table, timeline: Timeline) -> list[tuple[Instant, RollbackPlan]]:
-    """Every rollback instant on the timeline with its plan (oldest first)."""
-    out = []
-    for r in timeline.filter(actions=[Action.ROLLBACK]):
-        try:
-            plan = timeline.plan_of(table.storage, r)
-        except UnknownInstantError:
-            continue  # a completed rollback whose requested file is gone: no plan to match
-        if isinstance(plan, RollbackPlan):
-            out.append((r, plan))
-    return out
-
-
-def _target_of(plan: RollbackPlan) -> str | None:
-    return plan.instant_to_rollback.commit_time if plan.instant_to_rollback else None
+            f"heartbeat alive: {beat.describe()} (heartbeat {heartbeat_path(table.base_path, instant.timestamp)}, "
+            f"judged dead {s.window_ms} ms after its last beat = {INTERVAL_KEY} x {MISSES_KEY}); retry later")
 
 
 def _blockers(timeline: Timeline, instant: Instant) -> list[Instant]:
@@ -190,27 +180,22 @@ def eager_rollback(table, *, config=None) -> list[ServiceResult]:
 # =============================================================================================
 
 def _rollback_failed(table, s: _Settings, *, dry_run: bool, writes_only: bool) -> list[ServiceResult]:
+    """Acts on exactly what ``pending.classify_pending`` calls ``FAILED`` (the report of what is
+    left pending comes from the same function); ``_rollback`` re-checks each under the lock."""
     results: list[ServiceResult] = []
-    timeline = table.timeline()
-    # 1. pending rollbacks first: a half-done rollback is finished under its own instant
-    for r, plan in _rollback_plans(table, timeline):
-        if r.is_completed or not _expired(table, r.timestamp, s):
+    # 1. pending rollbacks whose process died first: a half-done rollback is finished under its
+    #    own instant (whatever its target is: the eager pass finishes them too)
+    for p in classify_pending(table, s.window):
+        if p.verdict is Verdict.FAILED and p.rollback is not None:
+            results.append(_resume(table, p.rollback, p.rollback_plan, s, dry_run=dry_run, allow_completed=False))
+    # 2. failed instants, newest first (a dry run skips those step 1 already would resume)
+    for p in reversed(classify_pending(table, s.window)):
+        if p.verdict is not Verdict.FAILED or p.rollback is not None:
             continue
-        results.append(_resume(table, r, plan, s, dry_run=dry_run, allow_completed=False))
-    # 2. failed instants, newest first
-    timeline = table.timeline()
-    for instant in reversed(timeline.pending()):
-        origin = timeline.origin_action(instant)
-        if origin in WRITE_ACTIONS:
-            pass
-        elif origin in TABLE_SERVICE_ACTIONS and not writes_only and instant.state is State.INFLIGHT:
-            pass
-        else:
-            continue
-        if not _expired(table, instant.timestamp, s):
+        if writes_only and p.action not in WRITE_ACTIONS:
             continue
         try:
-            results.append(_rollback(table, instant.timestamp, s, dry_run=dry_run, allow_completed=False,
+            results.append(_rollback(table, p.instant.timestamp, s, dry_run=dry_run, allow_completed=False,
                                      failed_only=True))
         except _Skip:
             continue
@@ -223,10 +208,10 @@ def _rollback_failed(table, s: _Settings, *, dry_run: bool, writes_only: bool) -
 def _rollback(table, t: str, s: _Settings, *, dry_run: bool, allow_completed: bool,
               failed_only: bool) -> ServiceResult:
     timeline = table.timeline()
-    plans = _rollback_plans(table, timeline)
+    plans = rollback_plans(table, timeline)
     # a pending rollback of T: resume it (never a second rollback instant)
     for r, plan in plans:
-        if r.is_pending and _target_of(plan) == t:
+        if r.is_pending and target_of(plan) == t:
             if not _expired(table, r.timestamp, s):
                 if failed_only:
                     raise _Skip()
@@ -235,7 +220,7 @@ def _rollback(table, t: str, s: _Settings, *, dry_run: bool, allow_completed: bo
             return _resume(table, r, plan, s, dry_run=dry_run, allow_completed=allow_completed)
 
     instant = target_instant(timeline, t)
-    done = [r for r, plan in plans if r.is_completed and _target_of(plan) == t]
+    done = [r for r, plan in plans if r.is_completed and target_of(plan) == t]
     if instant is None:
         if failed_only:
             raise _Skip()
@@ -310,7 +295,7 @@ def _request(table, t: str, plan: RollbackPlan, snapshot, instant: Instant, s: _
             problem = f"instant {t} changed state while the rollback was planned; retry"
         elif instant.is_pending and not _expired(table, t, s):
             problem = _alive_message(table, instant, s)
-        elif any(r.is_pending and _target_of(p) == t for r, p in _rollback_plans(table, timeline)):
+        elif any(r.is_pending and target_of(p) == t for r, p in rollback_plans(table, timeline)):
             problem = f"another rollback of {t} was requested meanwhile; retry"
         elif instant.is_completed and _blockers(timeline, instant):
             problem = f"cannot roll back {t}: later instants depend on it: {_describe(_blockers(timeline, instant))}"
@@ -333,7 +318,7 @@ def _request(table, t: str, plan: RollbackPlan, snapshot, instant: Instant, s: _
 def _resume(table, r: Instant, plan: RollbackPlan, s: _Settings, *, dry_run: bool,
             allow_completed: bool, resumed: bool = True) -> ServiceResult:
     """Run (or finish) rollback ``r`` from its persisted plan; every step is idempotent."""
-    t = _target_of(plan)
+    t = target_of(plan)
     if t is None:
         raise InvalidInputError(f"rollback {r.timestamp}: its plan names no instant to roll back")
     action = plan.instant_to_rollback.action
@@ -500,7 +485,8 @@ def _cleanup_target_leftovers(table, t: str, r: str) -> None:
     _delete_heartbeat(table, r)
 
 
-def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[str]:
+def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2, *,
+                     temporary_copies: bool = True) -> list[str]:
     """Delete the marker folders and heartbeat files of instants that are no longer pending.
 
     A process killed after completing its instant (a write, compaction, log compaction or
@@ -515,16 +501,20 @@ def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2) -> list[
     instant is not on the timeline yet may belong to a write being requested right now: it
     goes only once it has expired (``interval_ms`` × ``misses``), which a live writer's never
     does.  Pending instants keep theirs, alive or not (rolling those back is the sweep's job).
+    Temporary copies that creates killed before their link left (``.<name>.<hex>.tmp``) go once
+    older than the same window (``temporary_copies.sweep_temporary_copies``), unless
+    ``temporary_copies`` is False (the inline clean's fast path: that sweep lists every
+    partition folder, which the fast path exists to avoid after each write).
     Returns the removed paths.
     """
     storage, base = table.storage, table.base_path
+    removed = sweep_temporary_copies(table, interval_ms * misses) if temporary_copies else []
     markers = [i.name for i in storage.list_dir(join(base, MARKER_ROOT)) if i.is_dir and i.name.isdigit()]
     beats = [i.name for i in storage.list_dir(join(base, HEARTBEAT_DIR)) if not i.is_dir and i.name.isdigit()]
     if not markers and not beats:
-        return []
+        return removed
     timeline = table.timeline()
     pending = {i.timestamp for i in timeline.pending()}
-    removed = []
     for ts in markers:
         if ts in pending:
             continue
