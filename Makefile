@@ -21,7 +21,9 @@ check-java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "tablesvc needs Java 17 or newer on PATH (found: $${v:-none})"; exit 1; fi
 
+# ruff first (ruff.toml: a small rule set), then the tests
 test: $(STAMP)
+	$(PY) -m ruff check tablesvc timeline tests
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: $(STAMP)

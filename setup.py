@@ -13,6 +13,7 @@ setup(
     install_requires=["pyspark[sql]>=3.5", "pandas>=2.2,<3", "pyarrow>=14", "numpy>=1.24", "fastavro>=1.9", "pyyaml>=6"],
     # bench: the baselines of `make bench` (tests/benchmarks); deltalake (delta-rs) for the upsert
     # case's MERGE.  Not needed by `make test`.
-    extras_require={"test": ["pytest>=7", "hudi==0.5.0"], "bench": ["deltalake==1.6.6"]},
+    # test: ruff is the linter `make test` runs first (ruff.toml), pinned so its rules stay put.
+    extras_require={"test": ["pytest>=7", "hudi==0.5.0", "ruff==0.17.6"], "bench": ["deltalake==1.6.6"]},
     entry_points={"console_scripts": ["tablesvc=tablesvc.cli.main:entry_point"]},
 )

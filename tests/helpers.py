@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tablesvc.demo.process_tree import kill_tree  # noqa: F401 - re-exported for the tests
 from timeline.instant import TimelineLayout
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def layout_of(table: Path) -> TimelineLayout:
@@ -89,3 +94,34 @@ def dictionary_encoded_columns(parquet_bytes: bytes) -> set[str]:
 
 # Heartbeats that expire fast: a stopped executor is seen dead within 100 ms.
 FAST_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": "100", "hoodie.client.heartbeat.tolerable.misses": "1"}
+
+
+def file_digests(base) -> dict[str, str]:
+    """Every file under the table (timeline included) with a content hash; folders are not listed
+    (``table_builders.tree`` lists them too)."""
+    out = {}
+    for root, _dirs, files in os.walk(base):
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, base)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
+
+
+def files_named_with(table_path: Path, instant: str) -> list[Path]:
+    """The data files (not the timeline's) whose names carry ``instant``."""
+    return [p for p in table_path.rglob(f"*{instant}*") if ".hoodie" not in p.parts]
+
+
+def tablesvc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m tablesvc ARGS`` in a real process, this checkout first on its path."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "tablesvc", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=120)
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The one line a failed command printed on stderr (and no traceback)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]

@@ -49,7 +49,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-import pyarrow as pa
 
 MAX_REPORTED = 8          # differences listed per check: enough to see the pattern
 _STATS_CACHE: dict[tuple[str, int], list] = {}   # (completed file, size) -> its write stats
@@ -125,11 +124,9 @@ def _keyed(rows: list[dict], key_field: str, columns: tuple[str, ...]) -> tuple[
 
 
 def _hudi_rs_rows(base_path: str, key_field: str, columns: tuple[str, ...]):
-    from hudi import HudiReadOptions, HudiTableBuilder
+    from oracles.hudi_rs import read_rows
 
-    batches = HudiTableBuilder.from_base_uri(base_path).build().read(HudiReadOptions())
-    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
-    return _keyed(rows, key_field, columns)
+    return _keyed(read_rows(base_path), key_field, columns)
 
 
 def _hudi_rs_blind_spot(table, timeline) -> bool:

@@ -516,11 +516,9 @@ class Soak:
 # -- the checks ----------------------------------------------------------------------------------------
 def hudi_snapshot(path: Path) -> tuple[dict[str, tuple], int]:
     """uuid -> COLUMNS through hudi-rs (an independent reader), and the number of rows read."""
-    import pyarrow as pa
-    from hudi import HudiReadOptions, HudiTableBuilder
+    from oracles.hudi_rs import read_rows
 
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    rows = pa.Table.from_batches(batches).select(["uuid", *COLUMNS]).to_pylist() if batches else []
+    rows = read_rows(path)
     return {r["uuid"]: tuple(r[c] for c in COLUMNS) for r in rows}, len(rows)
 
 

@@ -5,7 +5,10 @@
 * ``update_five_records``: a delta commit updating five records of one file slice;
 * ``compact_by_hand``: what a compaction commits, done directly (not through the service);
 * ``tree``: every file and folder under a table, with a digest of each file, to show that
-  something changed nothing.
+  something changed nothing;
+* ``busy_table``: the sample table plus six delta commits on its first file group (the
+  ``*_first_group`` helpers), and ``tablesvc_rows``, what tablesvc's merge reads of it;
+* ``five_digit_key_rows`` / ``six_digit_key_rows``: small (uuid, ts, city) batches.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tablesvc.demo.sample_table import build_sample_table
 from tablesvc.fsview.names import BaseFileName
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.services.compaction.planner import v6_pending_compaction_targets
@@ -142,3 +146,82 @@ def tree(path: Path) -> dict[str, str]:
             p = os.path.join(root, f)
             out[os.path.relpath(p, path)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
     return out
+
+
+# -- the busy sample table (log compaction, the runner) ------------------------------------------------
+def tablesvc_rows(table: Table) -> list[tuple]:
+    """(uuid, ts, fare) of every row tablesvc's merge reads in the latest slices, sorted."""
+    ctx = ReadContext.for_table(table)
+    return sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.concat_tables(
+        [read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)
+         for s in table.latest_file_slices()]).to_pylist())
+
+
+def first_file_group(table: Table):
+    """The latest slice of the table's first partition (by name)."""
+    return sorted(table.latest_file_slices(), key=lambda s: s.partition)[0]
+
+
+def commit_to_first_group(table: Table, records: pa.Table, operation: str) -> str:
+    """A completed delta commit of ``records`` into the first file group (a new log file)."""
+    s = first_file_group(table)
+    w = table.timeline_writer
+    d = w.start(w.request(Action.DELTA_COMMIT))
+    ctx = WriteContext(table.base_path, table.config.name, table.config.version, d.timestamp, table.schema(), "ts",
+                       operation=operation)
+    stats = write_file_group(table.storage, ctx, FileGroupTarget.from_slice(s), records, 0, 0)
+    md = CommitMetadata({s.partition: tuple(stats)}, False, {"schema": table.schema()},
+                        "DELETE" if operation == "delete" else "UPSERT")
+    w.complete(d, encode_commit_metadata(md, table.config.layout))
+    return d.timestamp
+
+
+def first_group_rows(table: Table) -> pa.Table:
+    """The merged rows of the first file group's latest slice, meta columns included."""
+    s = first_file_group(table)
+    return read_file_slice(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table))
+
+
+def update_five_of_first_group(table: Table, start: int, fare: float) -> str:
+    """A delta commit updating five records of the first file group (a new log file)."""
+    rows = first_group_rows(table).slice(start, 5)
+    rows = rows.set_column(rows.schema.get_field_index("fare"), "fare", pa.array([fare] * rows.num_rows))
+    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pc.add(rows.column("ts"), 10))
+    rows = rows.drop_columns(["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"])
+    return commit_to_first_group(table, rows, "upsert")
+
+
+def delete_from_first_group(table: Table, start: int, n: int = 2) -> tuple[str, list[str]]:
+    """A delta commit deleting ``n`` records of the first file group; its instant and the keys."""
+    rows = first_group_rows(table).slice(start, n)
+    keys = rows.column("_hoodie_record_key").to_pylist()
+    rows = rows.drop_columns(["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"])
+    return commit_to_first_group(table, rows, "delete"), keys
+
+
+def busy_table(tmp_path, version: int):
+    """The sample table plus 6 delta commits (updates and deletes) on its first file group."""
+    table = build_sample_table(str(tmp_path / "t"), table_version=version, rows=60).table
+    instants = [update_five_of_first_group(table, 0, 1.5), update_five_of_first_group(table, 3, 2.5)]
+    d, deleted = delete_from_first_group(table, 0)           # two keys of the base file end deleted
+    instants.append(d)
+    instants += [update_five_of_first_group(table, 5, 3.5), update_five_of_first_group(table, 0, 4.5)]
+    d2, deleted2 = delete_from_first_group(table, 8, 1)
+    instants.append(d2)
+    return Table.open(table.base_path), instants, deleted + deleted2
+
+
+# -- small (uuid, ts, city) batches ---------------------------------------------------------------------
+UUID_TS_CITY = pa.schema([("uuid", pa.string()), ("ts", pa.int64()), ("city", pa.string())])
+
+
+def five_digit_key_rows(keys, ts, city=None) -> pa.Table:
+    """Keys ``k00000``.., one ``ts``, the city given or a/b/c by key (the rollback tests' rows)."""
+    return pa.table({"uuid": [f"k{k:05d}" for k in keys], "ts": [ts] * len(keys),
+                     "city": [city or ("a", "b", "c")[k % 3] for k in keys]}, schema=UUID_TS_CITY)
+
+
+def six_digit_key_rows(keys, ts) -> pa.Table:
+    """Keys ``k000000``.., one ``ts``, city a/b/c by key (the killed-write tests' rows)."""
+    return pa.table({"uuid": [f"k{k:06d}" for k in keys], "ts": [ts] * len(keys),
+                     "city": [("a", "b", "c")[k % 3] for k in keys]})

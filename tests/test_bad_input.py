@@ -25,7 +25,7 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
 from table_builders import compact_by_hand, tree
 from tablesvc.cli.main import main
@@ -65,12 +65,6 @@ def built(tmp_path_factory) -> dict[str, Built]:
 
 
 # -- reading rows -----------------------------------------------------------------------------------
-
-def hudi_rows(path: Path) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in rows)
-
 
 def our_rows(path: Path) -> list[tuple]:
     """tablesvc's own merge reader, slice by slice (no Spark)."""
@@ -536,7 +530,7 @@ def test_bad_input(case: Case, built, tmp_path, capsys, request):
         request.getfixturevalue("spark")  # the shared session: the CLI reuses it (and leaves stderr alone)
     else:
         request.getfixturevalue("no_spark")
-    rows_before = hudi_rows(table) if case.readable else None
+    rows_before = sorted_rows(table, ("uuid", "ts", "fare")) if case.readable else None
     before = tree(table)
 
     argv = [_fill(a, ctx.values) for a in case.argv]
@@ -567,12 +561,12 @@ def test_bad_input(case: Case, built, tmp_path, capsys, request):
         after.pop(".hoodie/.heartbeat/", None)
     assert after == before
     if case.readable:
-        assert hudi_rows(table) == rows_before
+        assert sorted_rows(table, ("uuid", "ts", "fare")) == rows_before
     if case.expect_rows:
         expected = sorted(b.expected.values())
         assert our_rows(table) == expected
         if case.hudi_agrees:
-            assert hudi_rows(table) == expected
+            assert sorted_rows(table, ("uuid", "ts", "fare")) == expected
 
 
 def test_every_issue_item_has_a_row():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
 from tablesvc.config import build_config
 from tablesvc.demo.sample_table import build_sample_table
@@ -21,11 +21,6 @@ from timeline.payloads import (CompactionOperation, CompactionPlan, SavepointMet
                                encode_savepoint_metadata)
 
 from table_builders import compact_by_hand, update_five_records
-
-
-def hudi_rows(path) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.Table.from_batches(batches).to_pylist())
 
 
 def data_files(path: Path) -> set[str]:
@@ -56,7 +51,7 @@ def config(**values):
 def test_keep_latest_commits_deletes_old_slices_and_readers_see_the_same_rows(tmp_path, version):
     table, c1, c2 = history(tmp_path, version)
     t1 = table.timeline().completed_writes()[0].timestamp
-    before_rows, before_files = hudi_rows(table.base_path), data_files(Path(table.base_path))
+    before_rows, before_files = sorted_rows(table.base_path, ("uuid", "ts", "fare")), data_files(Path(table.base_path))
     d3 = table.timeline().completed_writes()[3].timestamp
     results = run_clean(table, config(**{"hoodie.cleaner.commits.retained": 3}))
     assert [r.status for r in results] == [Status.DONE]
@@ -66,7 +61,7 @@ def test_keep_latest_commits_deletes_old_slices_and_readers_see_the_same_rows(tm
     assert results[0].metrics["earliest_commit_to_retain"] == d3
     assert gone and all(t1 in f or (version == 8 and ".log." in f) for f in gone)
     assert not any(c1 in f or c2 in f for f in gone)
-    assert hudi_rows(table.base_path) == before_rows
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before_rows
     ours = sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.concat_tables(
         [read_file_slice(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table))
          for s in table.latest_file_slices()]).to_pylist())
@@ -81,12 +76,12 @@ def test_keep_latest_commits_deletes_old_slices_and_readers_see_the_same_rows(tm
 
 def test_retaining_one_commit_keeps_only_what_the_latest_reader_needs(tmp_path):
     table, c1, c2 = history(tmp_path, 8)
-    before_rows = hudi_rows(table.base_path)
+    before_rows = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     run_clean(table, config(**{"hoodie.cleaner.commits.retained": 1}))
     remaining = data_files(Path(table.base_path))
     assert not any(c1 in f for f in remaining)           # ECTR = D4: C2 serves every retained reader
     assert any(c2 in f for f in remaining)
-    assert hudi_rows(table.base_path) == before_rows
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before_rows
 
 
 def test_file_versions_policy_and_pending_compaction_reservation(tmp_path):
@@ -96,14 +91,14 @@ def test_file_versions_policy_and_pending_compaction_reservation(tmp_path):
     plan = CompactionPlan(operations=tuple(CompactionOperation(s.base_instant, s.file_id, s.partition,
                                                                s.base_file.file_name, (), {}) for s in slices))
     table.timeline_writer.request(Action.COMPACTION, encode_compaction_plan(plan))
-    before_rows = hudi_rows(table.base_path)
+    before_rows = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     cfg = config(**{"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": 1})
     results = run_clean(table, cfg)
     remaining = data_files(Path(table.base_path))
     assert any(c2 in f for f in remaining)                # reserved by the pending plan, and the latest
     assert not any(c1 in f for f in remaining)
     assert results[-1].status is Status.DONE
-    assert hudi_rows(table.base_path) == before_rows
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before_rows
 
 
 def test_savepointed_files_are_kept(tmp_path):
@@ -161,7 +156,7 @@ def test_two_processes_on_one_clean_plan_complete_it_once(tmp_path, started_by_t
 
     table, _c1, _c2 = history(tmp_path, 8)
     cfg = config(**{"hoodie.cleaner.commits.retained": 1})
-    before = hudi_rows(table.base_path)
+    before = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     scheduled = schedule_clean(table, cfg)
     assert scheduled.status is Status.SCHEDULED
     requested = table.timeline().get(scheduled.instant)
@@ -175,4 +170,4 @@ def test_two_processes_on_one_clean_plan_complete_it_once(tmp_path, started_by_t
     assert second.status is Status.NOTHING_TO_DO and "completed by another process" in second.reason
     timeline = Table.open(table.base_path).timeline()
     assert timeline.pending() == () and [i.timestamp for i in timeline.completed(Action.CLEAN)] == [scheduled.instant]
-    assert hudi_rows(table.base_path) == before
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
 from table_builders import compact_by_hand, tree, update_five_records
 from tablesvc.cli.main import main
@@ -22,11 +21,6 @@ from tablesvc.services.result import Status
 from tablesvc.table import Table
 from tablesvc.write import delete_markers
 from timeline.instant import Action
-
-
-def hudi_rows(path) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.Table.from_batches(batches).to_pylist())
 
 
 def single_slice_table(path: Path) -> Table:
@@ -45,7 +39,7 @@ RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
 def test_nothing_to_delete_writes_no_clean_instant_and_says_so(tmp_path, capsys):
     path = tmp_path / "t"
     table = single_slice_table(path)
-    rows, before = hudi_rows(path), tree(path)
+    rows, before = sorted_rows(path, ("uuid", "ts", "fare")), tree(path)
     latest = table.timeline().completed_writes()[-1].timestamp
 
     planned = plan_clean(table, build_config(conf=RETAIN_ONE))
@@ -57,7 +51,7 @@ def test_nothing_to_delete_writes_no_clean_instant_and_says_so(tmp_path, capsys)
     assert (code, err) == (0, "")
     assert "nothing to clean" in out and "no clean instant" in out and latest in out, out
     assert Table.open(str(path)).timeline().filter(actions=[Action.CLEAN]) == ()
-    assert tree(path) == before and hudi_rows(path) == rows
+    assert tree(path) == before and sorted_rows(path, ("uuid", "ts", "fare")) == rows
 
 
 def test_after_an_unrecorded_clean_the_next_clean_still_finds_every_old_slice(tmp_path):
@@ -68,7 +62,7 @@ def test_after_an_unrecorded_clean_the_next_clean_still_finds_every_old_slice(tm
     assert [r.status for r in run_clean(table, config)] == [Status.NOTHING_TO_DO]
     compact_by_hand(table)
     update_five_records(table, sorted(table.latest_file_slices(), key=lambda s: s.partition)[-1], 3.5)
-    rows = hudi_rows(path)
+    rows = sorted_rows(path, ("uuid", "ts", "fare"))
     old = {s.base_file.file_name for s in Table.open(str(path)).latest_file_slices() if s.base_file}
     results = run_clean(Table.open(str(path)), config)
     assert results[-1].status is Status.DONE, results
@@ -77,4 +71,4 @@ def test_after_an_unrecorded_clean_the_next_clean_still_finds_every_old_slice(tm
     every_partition = {s.partition for s in table.latest_file_slices()}
     assert deleted > 0 and results[-1].metrics["partitions"] == len(every_partition)
     assert {s.base_file.file_name for s in table.latest_file_slices() if s.base_file} == old
-    assert hudi_rows(path) == rows
+    assert sorted_rows(path, ("uuid", "ts", "fare")) == rows

@@ -3,30 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
 
 from conftest import TABLES_DIR, copy_table
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def tablesvc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "tablesvc", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120)
-
-
-def one_error_line(proc: subprocess.CompletedProcess) -> str:
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    return lines[0]
+from helpers import one_error_line, tablesvc
+from oracles.hudi_rs import hudi_table, read_options
 
 
 def test_timeline_json_lists_instants_with_operations():
@@ -65,8 +47,8 @@ def test_init_creates_a_table_hudi_rs_opens(tmp_path):
                     "--partition-field", "city", "--table-version", "6")
     assert proc.returncode == 0, proc.stderr
     assert "created table trips (version 6" in proc.stdout
-    t = HudiTableBuilder.from_base_uri(str(target)).build()
-    assert t.read(HudiReadOptions()) == []
+    t = hudi_table(target)
+    assert t.read(read_options()) == []
     rows = json.loads(tablesvc("timeline", str(target), "--json").stdout)
     assert rows == []
 

@@ -8,16 +8,11 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
-from test_cli import one_error_line, tablesvc
+from helpers import one_error_line, tablesvc
 
 pytestmark = pytest.mark.spark
-
-
-def hudi_rows(path):
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return sorted((r["id"], r["ts"], r["name"]) for r in pa.Table.from_batches(batches).to_pylist()) if batches else []
 
 
 def test_cli_write_read_and_bad_input(tmp_path):
@@ -36,7 +31,7 @@ def test_cli_write_read_and_bad_input(tmp_path):
     (tmp_path / "del.csv").write_text("id,region\nc,eu\n")
     assert tablesvc("write", str(table), "--input", str(tmp_path / "del.csv"), "--operation", "delete").returncode == 0
     expected = [("a", 1, "Ann"), ("b", 2, "Bobby")]
-    assert hudi_rows(table) == expected
+    assert sorted_rows(table, ("id", "ts", "name")) == expected
 
     out = tmp_path / "out.parquet"
     proc = tablesvc("read", str(table), "--columns", "id,ts,name", "--output", str(out))
@@ -58,4 +53,4 @@ def test_cli_write_read_and_bad_input(tmp_path):
         assert proc.returncode == 2, (bad, proc.stdout, proc.stderr)
         assert needle in one_error_line(proc), bad
     assert sorted(os.listdir(table / ".hoodie")) == before
-    assert hudi_rows(table) == expected
+    assert sorted_rows(table, ("id", "ts", "name")) == expected

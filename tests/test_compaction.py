@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import read_rows, read_table, sorted_rows
 
 import tablesvc.cli.main
 from tablesvc.cli import cmd_compaction
@@ -55,12 +55,6 @@ def rows_of(batches_or_table, columns) -> list[tuple]:
         return []
     cols = [c for c in columns if c in tbl.column_names]
     return sorted(tuple(r.get(c) for c in columns) for r in tbl.select(cols).to_pylist())
-
-
-def hudi_rows(path, columns=COLUMNS, as_of: str | None = None) -> list[tuple]:
-    t = HudiTableBuilder.from_base_uri(str(path)).build()
-    opts = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
-    return rows_of(t.read(opts), columns)
 
 
 def our_rows(table: Table, spark, columns=COLUMNS, as_of: str | None = None) -> list[tuple]:
@@ -241,7 +235,7 @@ def test_schedule_and_run_keep_the_snapshot_for_tablesvc_and_hudi_rs(tmp_path, s
     table = new_table(tmp_path, version)
     instants = write_batches(table, spark)
     before = our_rows(table, spark)
-    assert hudi_rows(table.base_path) == before and len(before) == 80
+    assert sorted_rows(table.base_path, COLUMNS) == before and len(before) == 80
     assert latest_log_files(table)
 
     assert cli("schedule", table.base_path, "--json") == 0
@@ -266,7 +260,7 @@ def test_schedule_and_run_keep_the_snapshot_for_tablesvc_and_hudi_rs(tmp_path, s
 
     assert latest_log_files(table) == []
     assert our_rows(table, spark) == before
-    assert hudi_rows(table.base_path) == before
+    assert sorted_rows(table.base_path, COLUMNS) == before
     described = completed_compaction(table, compaction)
     assert (described["action"], described["state"], described["operation"]) == ("commit", "completed", "COMPACT")
     md = table.timeline().commit_metadata(table.storage, table.timeline().require(compaction))
@@ -281,7 +275,7 @@ def test_schedule_and_run_keep_the_snapshot_for_tablesvc_and_hudi_rs(tmp_path, s
         assert set(base.column("_hoodie_file_name").to_pylist()) <= {s.base_file.file_name}
     # time travel to before the compaction still reads the old slices
     assert our_rows(table, spark, as_of=instants[-1]) == before
-    assert hudi_rows(table.base_path, as_of=instants[-1]) == before
+    assert sorted_rows(table.base_path, COLUMNS, as_of=instants[-1]) == before
     assert cli("list", table.base_path, "--json") == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(r["instant"], r["state"]) for r in listed] == [(compaction, "completed")]
@@ -315,7 +309,7 @@ def test_writes_after_scheduling_land_in_the_new_slice(tmp_path, spark, version)
     [result] = run_compaction(table, spark=spark)
     assert result.status is Status.DONE and result.instant == compaction
     assert our_rows(table, spark, ("uuid", "ts")) == expected
-    assert hudi_rows(table.base_path, ("uuid", "ts")) == expected
+    assert sorted_rows(table.base_path, ("uuid", "ts")) == expected
     # the late write's log now follows the new base file
     slices = table.latest_file_slices()
     assert all(s.base_instant == compaction for s in slices)
@@ -323,18 +317,13 @@ def test_writes_after_scheduling_land_in_the_new_slice(tmp_path, spark, version)
     # and the next compaction picks it up
     [again] = run_compaction(table, spark=spark)
     assert again.status is Status.DONE and latest_log_files(table) == []
-    assert our_rows(table, spark, ("uuid", "ts")) == expected == hudi_rows(table.base_path, ("uuid", "ts"))
+    assert our_rows(table, spark, ("uuid", "ts")) == expected == sorted_rows(table.base_path, ("uuid", "ts"))
 
 
 # -- tables Apache Hudi wrote -------------------------------------------------------------------------
 def hudi_all(path) -> list:
     """Every row hudi-rs reads, all columns but ``_hoodie_file_name``, in a canonical order."""
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    if not batches:
-        return []
-    tbl = pa.Table.from_batches(batches)
-    rows = tbl.drop_columns(["_hoodie_file_name"]).to_pylist()
-    return sorted(rows, key=repr)
+    return sorted(({k: v for k, v in r.items() if k != "_hoodie_file_name"} for r in read_rows(path)), key=repr)
 
 
 def tree_state(path: Path) -> dict[str, tuple[int, int]]:
@@ -428,7 +417,7 @@ def test_inflight_compaction_is_refused_while_alive_then_rolled_back_and_rerun(t
     assert not (Path(table.base_path) / half).exists() or half in {
         s.base_file.path.split(table.base_path + "/", 1)[1] for s in table.latest_file_slices()}
     assert len(_files_named_with(table.base_path, compaction)) == len(table.latest_file_slices())
-    assert our_rows(table, spark) == before == hudi_rows(table.base_path)
+    assert our_rows(table, spark) == before == sorted_rows(table.base_path, COLUMNS)
     assert table.timeline().completed(Action.ROLLBACK)
 
 
@@ -461,14 +450,14 @@ def test_kill_9_during_run_then_the_same_plan_is_rolled_back_and_rerun(tmp_path,
     timeline = table.timeline()
     assert timeline.require(compaction).state is State.INFLIGHT
     _write_one_output(table, compaction)  # as if its first task had finished before the kill
-    assert our_rows(table, spark) == before == hudi_rows(table.base_path)  # v8 readers hide C's files
+    assert our_rows(table, spark) == before == sorted_rows(table.base_path, COLUMNS)  # v8 readers hide C's files
     time.sleep(0.3)  # with a 100 ms heartbeat window, the dead process's heartbeat has expired
     [result] = run_compaction(table, spark=spark, config=build_config(conf=FAST_HEARTBEAT))
     assert (result.status, result.instant) == (Status.DONE, compaction)
     assert _plan_bytes(table, compaction) == plan_bytes
     assert len(_files_named_with(table.base_path, compaction)) == len(table.latest_file_slices())
     assert latest_log_files(table) == []
-    assert our_rows(table, spark) == before == hudi_rows(table.base_path)
+    assert our_rows(table, spark) == before == sorted_rows(table.base_path, COLUMNS)
 
 
 # -- write stats: counted by the merge, checked against an independent count -------------------------------
@@ -614,8 +603,8 @@ def test_dictionary_read_columns_are_written_from_their_dictionaries_and_read_ba
 
     assert [r.status for r in run_compaction(table, spark=spark)] == [Status.DONE]
     assert latest_log_files(table) == []
-    assert our_rows(table, spark) == before == hudi_rows(table.base_path)
-    read_back = pa.Table.from_batches(HudiTableBuilder.from_base_uri(table.base_path).build().read(HudiReadOptions()))
+    assert our_rows(table, spark) == before == sorted_rows(table.base_path, COLUMNS)
+    read_back = read_table(table.base_path)
     for name in ("_hoodie_file_name", "city", "rider"):
         assert not pa.types.is_dictionary(read_back.schema.field(name).type)
     for s in table.latest_file_slices():
@@ -661,12 +650,12 @@ def test_sorted_compaction_of_a_file_group_whose_rows_are_all_deleted(tmp_path, 
     rows = make_rows(range(6), 1_000)
     table.insert(spark.createDataFrame(rows, SCHEMA))
     table.delete(spark.createDataFrame(rows, SCHEMA))
-    assert our_rows(table, spark) == [] == hudi_rows(table.base_path)
+    assert our_rows(table, spark) == [] == sorted_rows(table.base_path, COLUMNS)
 
     results = run_compaction(table, spark=spark, sort_columns=("rider",))
     assert [r.status for r in results] == [Status.DONE]
     assert latest_log_files(table) == []
-    assert our_rows(table, spark) == [] == hudi_rows(table.base_path)
+    assert our_rows(table, spark) == [] == sorted_rows(table.base_path, COLUMNS)
     assert all(pq.read_metadata(s.base_file.path).num_rows == 0 for s in table.latest_file_slices())
 
 
@@ -680,7 +669,7 @@ def test_a_file_group_in_two_pending_plans_is_refused_before_anything_moves(tmp_
 
     table = build_sample_table(str(tmp_path / "t")).table
     update_five_records(table, table.latest_file_slices()[0], 1.5)
-    expected = hudi_rows(table.base_path)
+    expected = sorted_rows(table.base_path, COLUMNS)
     first = schedule_compaction(table, None, force=True).instant
     folder = Path(table.base_path) / table.config.layout.timeline_dir
     second = str(int(first) + 1)
@@ -697,4 +686,4 @@ def test_a_file_group_in_two_pending_plans_is_refused_before_anything_moves(tmp_
     [result] = run_compaction(Table.open(table.base_path), first, in_process=True)
     assert (result.status, result.instant) == (Status.DONE, first)
     assert not Table.open(table.base_path).timeline().pending_compactions()
-    assert hudi_rows(table.base_path) == expected
+    assert sorted_rows(table.base_path, COLUMNS) == expected

@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import read_table, sorted_rows
 
 from tablesvc.cli.main import main
 
@@ -30,12 +30,6 @@ pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parent.parent
 COLUMNS = ("id", "ts", "region", "amount", "day", "at")
 UTC = timezone.utc
-
-
-def hudi_rows(path: Path) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
-    return sorted(tuple(r[c] for c in COLUMNS) for r in rows)
 
 
 def state(path: Path) -> tuple:
@@ -88,7 +82,7 @@ def test_csv_values_go_into_decimal_date_and_timestamp_columns_exactly(table, tm
     rc, out, err = cli(capsys, "write", str(table), "--input", str(csv))
     assert rc == 0, err
     assert "1 updates" in out and "3 inserts" in out, out
-    assert hudi_rows(table) == [
+    assert sorted_rows(table, COLUMNS) == [
         ("k1", 3, "eu", Decimal("0.10"), date(2023, 12, 31), naive(spark, "2024-01-01 00:00:00")),
         ("k2", 1, "us", Decimal("2.50"), date(2024, 1, 2), datetime(2024, 1, 2, tzinfo=UTC)),
         ("k3", 2, "eu", Decimal("12.34"), date(2024, 2, 29), naive(spark, "2024-01-02 03:04:05.123456")),
@@ -106,20 +100,20 @@ def test_csv_values_go_into_decimal_date_and_timestamp_columns_exactly(table, tm
                  id="nanoseconds-into-a-timestamp"),
 ])
 def test_a_column_that_cannot_be_cast_exactly_is_refused_naming_it(table, tmp_path, capsys, row, column, shown):
-    before, rows = state(table), hudi_rows(table)
+    before, rows = state(table), sorted_rows(table, COLUMNS)
     csv = tmp_path / "bad.csv"
     csv.write_text(f"id,ts,region,amount,day,at\nk6,2,us,3.00,2024-01-01,2024-01-01\n{row}\n")
     rc, out, err = cli(capsys, "write", str(table), "--input", str(csv))
     assert rc == 2, (out, err)
     [line] = err.strip().splitlines()
     assert line.startswith("tablesvc: error: ") and str(csv) in line and repr(column) in line and shown in line, line
-    assert state(table) == before and hudi_rows(table) == rows
+    assert state(table) == before and sorted_rows(table, COLUMNS) == rows
 
 
 def test_the_refusal_comes_before_spark_starts(table, tmp_path):
     """In a fresh process: the column is refused from the file's first block, and no JVM ever
     started (Spark's log file, which the first session creates, does not exist)."""
-    before, rows = state(table), hudi_rows(table)
+    before, rows = state(table), sorted_rows(table, COLUMNS)
     csv = tmp_path / "bad.csv"
     csv.write_text("id,ts,region,amount,day,at\nk3,soon,eu,1.00,2024-01-01,2024-01-01\n")
     log = tmp_path / "spark.log"
@@ -130,13 +124,13 @@ def test_the_refusal_comes_before_spark_starts(table, tmp_path):
     [line] = proc.stderr.strip().splitlines()
     assert "'ts'" in line and "soon" in line and "Traceback" not in proc.stderr, proc.stderr
     assert not log.exists(), "Spark started although the input was refused from its first block"
-    assert state(table) == before and hudi_rows(table) == rows
+    assert state(table) == before and sorted_rows(table, COLUMNS) == rows
 
 
 def test_a_bad_value_after_the_first_block_is_refused_while_spark_reads_it(table, tmp_path, capsys):
     """The first block decides the column; every later row is checked as Spark reads it, before
     any file is written: the write is undone, exit 2, the column and the value named."""
-    before, rows = state(table), hudi_rows(table)
+    before, rows = state(table), sorted_rows(table, COLUMNS)
     csv = tmp_path / "long.csv"
     lines = ["id,ts,region,amount,day,at"]
     lines += [f"n{i},2,eu,{i % 1000}.25,2024-01-01,2024-01-01" for i in range(40_000)]   # > 1 MiB
@@ -147,11 +141,11 @@ def test_a_bad_value_after_the_first_block_is_refused_while_spark_reads_it(table
     assert rc == 2, (out, err)
     [line] = err.strip().splitlines()
     assert "'amount'" in line and "7.125" in line and "decimal(10,2)" in line, line
-    assert state(table) == before and hudi_rows(table) == rows
+    assert state(table) == before and sorted_rows(table, COLUMNS) == rows
 
 
 def test_a_line_with_the_wrong_number_of_fields_is_refused(table, tmp_path, capsys):
-    before, rows = state(table), hudi_rows(table)
+    before, rows = state(table), sorted_rows(table, COLUMNS)
     csv = tmp_path / "short.csv"
     lines = ["id,ts,region,amount,day,at"] + [f"n{i},2,eu,1.25,2024-01-01,2024-01-01" for i in range(40_000)]
     lines.append("short,2,eu")
@@ -160,7 +154,7 @@ def test_a_line_with_the_wrong_number_of_fields_is_refused(table, tmp_path, caps
     assert rc == 2, (out, err)
     [line] = err.strip().splitlines()
     assert str(csv) in line and "short,2,eu" in line, line
-    assert state(table) == before and hudi_rows(table) == rows
+    assert state(table) == before and sorted_rows(table, COLUMNS) == rows
 
 
 def test_new_csv_columns_take_the_type_their_first_block_shows(table, tmp_path, capsys, spark):
@@ -171,9 +165,9 @@ def test_new_csv_columns_take_the_type_their_first_block_shows(table, tmp_path, 
                    "k7,2,eu,1.00,2024-01-01,2024-01-01,3,0.5,hi\n")
     rc, _out, err = cli(capsys, "write", str(table), "--input", str(csv))
     assert rc == 0, err
-    read = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table)).build().read(HudiReadOptions()))
+    read = read_table(table)
     assert read.schema.field("qty").type == pa.int64() and read.schema.field("rate").type == pa.float64()
     assert read.schema.field("note").type == pa.string()
     [row] = [r for r in read.to_pylist() if r["id"] == "k7"]
     assert (row["qty"], row["rate"], row["note"], row["amount"]) == (3, 0.5, "hi", Decimal("1.00"))
-    assert hudi_rows(table)[0][0] == "k1" and len(hudi_rows(table)) == 3
+    assert sorted_rows(table, COLUMNS)[0][0] == "k1" and len(sorted_rows(table, COLUMNS)) == 3

@@ -7,10 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from conftest import extracted_table_names
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import file_slices, read_rows, read_table
 
 from tablesvc.cli.cmd_timeline import describe_instant
 from tablesvc.demo.sample_table import build_sample_table
@@ -24,8 +23,7 @@ DATA_COLUMNS = ("ts", "uuid", "rider", "fare", "city")
 @pytest.mark.parametrize("version", [6, 8, 9])
 def test_sample_table_reads_back_through_hudi_rs_as_expected(tmp_path, version):
     sample = build_sample_table(str(tmp_path / "trips"), table_version=version)
-    hudi_table = HudiTableBuilder.from_base_uri(sample.table.base_path).build()
-    rows = pa.Table.from_batches(hudi_table.read(HudiReadOptions())).to_pylist()
+    rows = read_rows(sample.table.base_path)
     got = {r["uuid"]: {c: r[c] for c in DATA_COLUMNS} for r in rows}
     assert got == sample.expected
     assert len(got) == 290  # 3 cities x 100 inserted, 10 deleted
@@ -36,11 +34,11 @@ def test_sample_table_reads_back_through_hudi_rs_as_expected(tmp_path, version):
     ours = sorted((s.file_id, s.base_file.file_name, tuple(lf.file_name for lf in s.log_files))
                   for s in table.latest_file_slices())
     theirs = sorted((s.file_id, s.base_file_name, tuple(s.log_file_names))
-                    for s in hudi_table.get_file_slices(HudiReadOptions()))
+                    for s in file_slices(sample.table.base_path))
     assert ours == theirs
     assert [i.action for i in table.timeline().completed_writes()] == [Action.DELTA_COMMIT] * 2
     first = table.timeline().completed_writes()[0].timestamp
-    old = pa.Table.from_batches(hudi_table.read(HudiReadOptions().with_as_of_timestamp(first)))
+    old = read_table(sample.table.base_path, as_of=first)
     assert old.num_rows == 300
 
 
@@ -134,8 +132,7 @@ def test_spark_story_tells_the_whole_story(tmp_path, spark):
 
     model = story_model(rows)
     assert len(model) == rows + rows // 50 + rows // 100 - rows // 100 - rows // 200
-    batches = HudiTableBuilder.from_base_uri(story.path).build().read(HudiReadOptions())
-    got = {r["uuid"]: (r["ts"], r["city"]) for r in pa.Table.from_batches(batches).to_pylist()}
+    got = {r["uuid"]: (r["ts"], r["city"]) for r in read_rows(story.path)}
     assert got == model
     ours = {r["uuid"]: (r["ts"], r["city"]) for r in table.read(spark=spark).collect()}
     assert ours == model

@@ -7,7 +7,7 @@ import os
 import shutil
 
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import file_slices
 
 from conftest import TABLES_DIR, all_fixture_names, copy_table
 from tablesvc.fsview import BaseFileName, LogFileName, list_partitions
@@ -17,10 +17,8 @@ from tablesvc.table import Table
 
 
 def hudi_slices(path: str, as_of: str | None = None) -> list[tuple]:
-    t = HudiTableBuilder.from_base_uri(path).build()
-    opts = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
     return sorted((s.partition_path, s.file_id, s.base_file_name or None, tuple(s.log_file_names))
-                  for s in t.get_file_slices(opts))
+                  for s in file_slices(path, as_of))
 
 
 def our_slices(table: Table, as_of: str | None = None) -> list[tuple]:

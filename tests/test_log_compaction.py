@@ -5,92 +5,29 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from helpers import dictionary_encoded_columns
-from hudi import HudiReadOptions, HudiTableBuilder
+from table_builders import busy_table, first_file_group, tablesvc_rows, update_five_of_first_group
+from oracles.hudi_rs import sorted_rows
 
 from tablesvc.config import build_config
 from tablesvc.demo.sample_table import build_sample_table
 from tablesvc.logformat import BlockType, HeaderKey, read_log_file
-from tablesvc.merge import ReadContext, SliceSpec, read_file_slice, read_file_slice_with_metrics
+from tablesvc.merge import ReadContext, SliceSpec, read_file_slice_with_metrics
 from tablesvc.services.log_compaction import (
     list_log_compactions, log_compact_file_group, run_log_compaction, schedule_log_compaction,
 )
 from tablesvc.services.log_compaction.executor import _tasks
 from tablesvc.services.result import Status
 from tablesvc.table import Table
-from tablesvc.write import FileGroupTarget, WriteContext, write_file_group
 from timeline.instant import Action, State
 from timeline.payloads import CommitMetadata, encode_commit_metadata
 from timeline.payloads.compaction_plan import LOG_COMPACTION_EXECUTOR
 from timeline.storage import join
 
 
-def hudi_rows(path) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.Table.from_batches(batches).to_pylist())
-
-
-def our_rows(table: Table) -> list[tuple]:
-    ctx = ReadContext.for_table(table)
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.concat_tables(
-        [read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)
-         for s in table.latest_file_slices()]).to_pylist())
-
-
 def config(**values):
     return build_config(conf={k: str(v) for k, v in values.items()})
-
-
-def _group(table: Table):
-    return sorted(table.latest_file_slices(), key=lambda s: s.partition)[0]
-
-
-def _commit(table: Table, records: pa.Table, operation: str) -> str:
-    s = _group(table)
-    w = table.timeline_writer
-    d = w.start(w.request(Action.DELTA_COMMIT))
-    ctx = WriteContext(table.base_path, table.config.name, table.config.version, d.timestamp, table.schema(), "ts",
-                       operation=operation)
-    stats = write_file_group(table.storage, ctx, FileGroupTarget.from_slice(s), records, 0, 0)
-    md = CommitMetadata({s.partition: tuple(stats)}, False, {"schema": table.schema()},
-                        "DELETE" if operation == "delete" else "UPSERT")
-    w.complete(d, encode_commit_metadata(md, table.config.layout))
-    return d.timestamp
-
-
-def _current_rows(table: Table) -> pa.Table:
-    s = _group(table)
-    return read_file_slice(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table))
-
-
-def update(table: Table, start: int, fare: float) -> str:
-    """A delta commit updating five records of the first file group (a new log file)."""
-    rows = _current_rows(table).slice(start, 5)
-    rows = rows.set_column(rows.schema.get_field_index("fare"), "fare", pa.array([fare] * rows.num_rows))
-    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pc.add(rows.column("ts"), 10))
-    return _commit(table, rows.drop_columns(["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"]),
-                   "upsert")
-
-
-def delete(table: Table, start: int, n: int = 2) -> tuple[str, list[str]]:
-    rows = _current_rows(table).slice(start, n)
-    keys = rows.column("_hoodie_record_key").to_pylist()
-    return _commit(table, rows.drop_columns(["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"]),
-                   "delete"), keys
-
-
-def busy_table(tmp_path, version: int):
-    """The sample table plus 6 delta commits (updates and deletes) on its first file group."""
-    table = build_sample_table(str(tmp_path / "t"), table_version=version, rows=60).table
-    instants = [update(table, 0, 1.5), update(table, 3, 2.5)]
-    d, deleted = delete(table, 0)           # two keys of the base file end deleted
-    instants.append(d)
-    instants += [update(table, 5, 3.5), update(table, 0, 4.5)]
-    d2, deleted2 = delete(table, 8, 1)
-    instants.append(d2)
-    return Table.open(table.base_path), instants, deleted + deleted2
 
 
 def valid_instants(table: Table, s) -> list[str]:
@@ -105,9 +42,9 @@ def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, v
     """Log compaction on v6 and v8, its data block in the format hoodie.logfile.data.block.format
     names (as a write's): hudi-rs and tablesvc read the same snapshot after it."""
     table, instants, deleted = busy_table(tmp_path, version)
-    before_hudi, before_ours = hudi_rows(table.base_path), our_rows(table)
+    before_hudi, before_ours = sorted_rows(table.base_path, ("uuid", "ts", "fare")), tablesvc_rows(table)
     assert before_hudi == before_ours and not any(r[0] in deleted for r in before_ours)
-    s = _group(table)
+    s = first_file_group(table)
     merged_instants = valid_instants(table, s)
     assert set(instants) <= set(merged_instants) and len(merged_instants) >= 5
     _, m_before = read_file_slice_with_metrics(table.storage, SliceSpec.from_file_slice(s), ReadContext.for_table(table))
@@ -123,8 +60,8 @@ def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, v
     results = run_log_compaction(table, config=config(**{"hoodie.logfile.data.block.format": block_format}))
     assert [r.status for r in results] == [Status.DONE] and results[0].instant == lc
     table = Table.open(table.base_path)
-    assert hudi_rows(table.base_path) == before_hudi
-    assert our_rows(table) == before_ours and len(our_rows(table)) == len(before_ours)
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before_hudi
+    assert tablesvc_rows(table) == before_ours and len(tablesvc_rows(table)) == len(before_ours)
 
     tl = table.timeline()
     done = tl.require(lc)
@@ -152,7 +89,7 @@ def test_schedule_and_run_keep_the_snapshot_and_supersede_the_blocks(tmp_path, v
         assert {"_hoodie_commit_time", "_hoodie_partition_path"} <= encoded
         assert not {"_hoodie_record_key", "_hoodie_commit_seqno"} & encoded
 
-    s2 = _group(table)
+    s2 = first_file_group(table)
     assert any(lf.file_name == name for lf in s2.log_files)
     _, m = read_file_slice_with_metrics(table.storage, SliceSpec.from_file_slice(s2), ReadContext.for_table(table))
     assert m.log_blocks_read == 2 and m.log_blocks_superseded == m_before.log_blocks_read
@@ -179,7 +116,7 @@ def test_a_major_compaction_on_top_reads_the_same(tmp_path):
     from tablesvc.services.compaction.executor import _tasks as compaction_tasks
 
     table, _instants, _deleted = busy_table(tmp_path, 8)
-    before = hudi_rows(table.base_path)
+    before = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     assert run_log_compaction(table, config=config())[0].status is Status.DONE
     table = Table.open(table.base_path)
     sched = schedule_compaction(table, config(), force=True)
@@ -195,13 +132,13 @@ def test_a_major_compaction_on_top_reads_the_same(tmp_path):
     md = CommitMetadata({p: tuple(v) for p, v in stats.items()}, True, {"schema": table.schema()}, "COMPACT")
     w.complete(inflight, encode_commit_metadata(md, table.config.layout))
     table = Table.open(table.base_path)
-    assert hudi_rows(table.base_path) == before and our_rows(table) == before
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before and tablesvc_rows(table) == before
 
 
 @pytest.mark.parametrize("version", [6, 8])
 def test_dead_inflight_log_compaction_is_rolled_back_and_rescheduled(tmp_path, version):
     table, _instants, _deleted = busy_table(tmp_path, version)
-    before = hudi_rows(table.base_path)
+    before = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     old = schedule_log_compaction(table, config()).instant
     # a process starts it, writes its output file (marker first) and dies: no heartbeat, no completion
     w = table.timeline_writer
@@ -214,7 +151,8 @@ def test_dead_inflight_log_compaction_is_rolled_back_and_rescheduled(tmp_path, v
     partial_path = join(table.base_path, partial.path)
     assert table.storage.exists(partial_path)
     # readers never see the uncommitted compacted block
-    assert hudi_rows(table.base_path) == before and our_rows(Table.open(table.base_path)) == before
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before
+    assert tablesvc_rows(Table.open(table.base_path)) == before
 
     results = run_log_compaction(table, config=config())
     assert [r.status for r in results] == [Status.DONE]
@@ -228,15 +166,15 @@ def test_dead_inflight_log_compaction_is_rolled_back_and_rescheduled(tmp_path, v
     # the marked output of the dead attempt is gone (v6 may reuse its name for the fresh output)
     assert not table.storage.exists(partial_path) or \
         {b.instant_time for b in read_log_file(table.storage, partial_path).blocks} == {fresh}
-    assert hudi_rows(table.base_path) == before and our_rows(table) == before
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before and tablesvc_rows(table) == before
     md = tl.commit_metadata(table.storage, tl.require(fresh))
     assert md.operation_type == "LOG_COMPACT"
 
 
 def test_threshold_not_met_says_why_and_force_lowers_it(tmp_path):
     table = build_sample_table(str(tmp_path / "t"), table_version=8, rows=30).table
-    update(table, 0, 9.5)
-    update(table, 2, 8.5)                    # two valid blocks in the first file group
+    update_five_of_first_group(table, 0, 9.5)
+    update_five_of_first_group(table, 2, 8.5)                    # two valid blocks in the first file group
     result = schedule_log_compaction(table, config())
     assert result.status is Status.NOTHING_TO_DO
     assert "below the threshold" in result.reason and "hoodie.log.compaction.blocks.threshold" in result.reason

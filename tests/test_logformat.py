@@ -589,9 +589,10 @@ def test_decode_to_arrow_nested_values():
 # -- hudi-rs compatibility ---------------------------------------------------------------------------
 
 def _read_with_hudi_rs(table_path: Path) -> pa.Table:
-    hudi = pytest.importorskip("hudi")
-    table = hudi.HudiTableBuilder.from_base_uri(str(table_path)).build()
-    return pa.Table.from_batches(table.read(hudi.HudiReadOptions()))
+    pytest.importorskip("hudi")
+    from oracles.hudi_rs import read_table
+
+    return read_table(table_path)
 
 
 def _add_completed_deltacommit(table: Path, instant: str) -> None:

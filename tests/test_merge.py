@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import read_table
 
 from conftest import all_fixture_names
 from tablesvc.errors import CorruptLogBlockError, InvalidInputError, UnsupportedTableError
@@ -73,14 +73,6 @@ def read_ours(table: Table, as_of: str | None = None, columns=None) -> tuple[pa.
     return (pa.concat_tables(parts) if parts else output_schema(ctx).empty_table()), total
 
 
-def read_hudi(path: str, as_of: str | None = None) -> pa.Table | None:
-    opts = HudiReadOptions()
-    if as_of is not None:
-        opts = opts.with_as_of_timestamp(as_of)
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(opts)
-    return pa.Table.from_batches(batches) if batches else None
-
-
 def rows_of(table: pa.Table, columns: list[str]) -> list[tuple]:
     """Rows as a sorted multiset (repr makes Decimal/datetime/None comparable)."""
     return sorted(tuple(repr(r[c]) for c in columns) for r in table.select(columns).to_pylist())
@@ -88,7 +80,7 @@ def rows_of(table: pa.Table, columns: list[str]) -> list[tuple]:
 
 def assert_same_as_hudi(table: Table, as_of: str | None = None) -> pa.Table:
     ours, _ = read_ours(table, as_of)
-    theirs = read_hudi(table.base_path, as_of)
+    theirs = read_table(table.base_path, as_of)
     if theirs is None:
         assert ours.num_rows == 0
         return ours

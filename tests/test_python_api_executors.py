@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
 from tablesvc.errors import SparkEnvironmentError
 from tablesvc.spark import executor_env
@@ -88,13 +88,6 @@ def user_env(worker: str) -> dict[str, str]:
     return env
 
 
-def hudi_rows(path: Path, as_of: str | None = None) -> list[tuple]:
-    options = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(options)
-    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
-    return sorted(tuple(r[c] for c in COLUMNS) for r in rows)
-
-
 @pytest.mark.spark
 def test_readme_example_runs_in_a_plain_pyspark_session_whose_workers_lack_tablesvc(tmp_path, workers):
     path, report_file = tmp_path / "trips", tmp_path / "report.json"
@@ -118,11 +111,11 @@ def test_readme_example_runs_in_a_plain_pyspark_session_whose_workers_lack_table
     first, second = report["writes"]
     assert (first["records_written"], second["records_written"]) == (20, 20)
     assert [tuple(r) for r in report["read_before_compaction"]] == expected
-    assert hudi_rows(path, as_of=second["instant"]) == expected
+    assert sorted_rows(path, COLUMNS, as_of=second["instant"]) == expected
     [compaction] = report["compaction"]
     assert compaction["action"] == "compaction" and compaction["status"] == "done", compaction
     assert [tuple(r) for r in report["read_after_compaction"]] == expected
-    assert hudi_rows(path) == expected
+    assert sorted_rows(path, COLUMNS) == expected
     table = Table.open(str(path))
     assert table.timeline().pending() == ()
     assert all(not s.log_files for s in table.latest_file_slices())   # compacted: base files only

@@ -11,7 +11,7 @@ import sys
 
 import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import read_rows
 
 from conftest import TABLES_DIR, copy_table
 from helpers import data_files
@@ -29,9 +29,7 @@ SERVICES_OFF = {"hoodie.clean.automatic": "false"}   # compaction and log compac
 def hudi_records(path) -> list[dict]:
     """Every column of hudi-rs's snapshot but the file name (a compaction moves records to new
     files), sorted by record key."""
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
-    return sorted(({k: v for k, v in r.items() if k != "_hoodie_file_name"} for r in rows),
+    return sorted(({k: v for k, v in r.items() if k != "_hoodie_file_name"} for r in read_rows(path)),
                   key=lambda r: r["_hoodie_record_key"])
 
 

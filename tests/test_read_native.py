@@ -11,7 +11,7 @@ from tablesvc.services.compaction import run_compaction
 from tablesvc.spark.native_scan import split_native
 from tablesvc.spark.read_job import plan_read
 from tablesvc.table import Table, TableSpec
-from test_write_read import hudi_rows
+from oracles.hudi_rs import sorted_rows
 
 pytestmark = pytest.mark.spark
 COLUMNS = ("uuid", "ts", "fare", "city")
@@ -36,7 +36,7 @@ def test_a_compacted_table_is_read_natively_and_equals_hudi_rs(tmp_path, spark):
     table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), table_version=8))
     table.insert(spark.createDataFrame(rows(300, 1).to_pandas()))
     table.upsert(spark.createDataFrame(rows(60, 2, start=30).to_pandas()))
-    before = hudi_rows(table.base_path, COLUMNS)
+    before = sorted_rows(table.base_path, COLUMNS)
     plan = plan_read(Table.open(table.base_path))
     assert plan.native_base_files == () and plan.slices           # every slice has logs: Python merges
     run_compaction(table, spark=spark)
@@ -44,12 +44,12 @@ def test_a_compacted_table_is_read_natively_and_equals_hudi_rs(tmp_path, spark):
     plan = plan_read(Table.open(table.base_path))
     assert len(plan.native_base_files) == groups and plan.slices == ()  # nothing to merge: all native
     assert ours(spark, table, native=True) == before == ours(spark, table, native=False)
-    assert hudi_rows(table.base_path, COLUMNS) == before
+    assert sorted_rows(table.base_path, COLUMNS) == before
     # one slice gets a log again: it alone goes back to Python, the others stay native
     table.upsert(spark.createDataFrame(rows(1, 3, start=0).to_pandas()))
     plan = plan_read(Table.open(table.base_path))
     assert len(plan.native_base_files) == groups - 1 and len(plan.slices) == 1
-    expected = hudi_rows(table.base_path, COLUMNS)
+    expected = sorted_rows(table.base_path, COLUMNS)
     assert [r for r in expected if r[0] == "k0000"] == [("k0000", 3, 0.003, "ams")]
     assert ours(spark, table, native=True) == expected == ours(spark, table, native=False)
 
@@ -67,7 +67,7 @@ def test_base_files_written_under_an_older_schema_stay_with_the_python_reader(tm
     native, python = split_native(t, timeline, plan.context, plan.slices, tuple(s.base_instant for s in slices))
     assert native == [] and len(python) == len(slices)    # the compaction recorded the old schema
     columns = COLUMNS + ("tip",)
-    expected = hudi_rows(table.base_path, columns)
+    expected = sorted_rows(table.base_path, columns)
     assert ("k0003", 2, 3.002, "ams", 1.5) in expected and ("k0004", 1, 4.001, "ber", None) in expected
     assert ours(spark, table, native=True, columns=columns) == expected
 
@@ -123,4 +123,4 @@ def test_a_required_nested_field_an_older_file_lacks_reads_as_null(tmp_path, spa
     got = tasks.frame.mapInArrow(_read_specs(evolved, tasks.groups), spark_schema(evolved)).collect()
     assert sorted((r.uuid, r.addr.zip, r.addr.lat) for r in got) == [("a", 1, None), ("b", 2, None)]
     # hudi-rs reads the table as written (the schema in its commit): the same rows
-    assert hudi_rows(table.base_path, ("uuid", "addr")) == [("a", {"zip": 1}), ("b", {"zip": 2})]
+    assert sorted_rows(table.base_path, ("uuid", "addr")) == [("a", {"zip": 1}), ("b", {"zip": 2})]

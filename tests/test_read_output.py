@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import read_table
 
 from conftest import TABLES_DIR, all_fixture_names, copy_table
 from tablesvc.cli.main import main
@@ -31,11 +31,6 @@ pytestmark = pytest.mark.spark
 META_COLUMNS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                 "_hoodie_partition_path", "_hoodie_file_name"]
 OUTPUT_KINDS = ("folder", "file")
-
-
-def hudi_rs_read(path: Path) -> pa.Table | None:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return pa.Table.from_batches(batches) if batches else None
 
 
 def table_properties(path: Path) -> dict[str, str]:
@@ -88,7 +83,7 @@ def test_output_keeps_every_type_and_value_as_hudi_rs_reads_them(fixture_root, s
     out = output_path(tmp_path, kind)
     assert main(["read", str(path), "--output", str(out), "--quiet"]) == 0
     ours = read_output(out)
-    theirs = hudi_rs_read(path)
+    theirs = read_table(path)
     props = table_properties(path)
 
     if theirs is None:  # no rows, no completed commit (v6_empty): hudi-rs gives no schema at all
@@ -133,7 +128,7 @@ def test_output_timestamps_stay_utc_whatever_the_session_time_zone(spark, tmp_pa
     finally:
         spark.conf.set("spark.sql.session.timeZone", before)
     ours = pq.read_table(tmp_path / "out.parquet")
-    theirs = hudi_rs_read(path).select(["txn_id", "txn_datetime"])
+    theirs = read_table(path).select(["txn_id", "txn_datetime"])
     assert ours.schema.field("txn_datetime").type == pa.timestamp("us", tz="UTC")
     assert sorted_rows(ours, ["txn_id"]) == sorted_rows(theirs, ["txn_id"])
 
@@ -158,7 +153,7 @@ def millisecond_copy(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("kind", OUTPUT_KINDS)
 def test_output_keeps_millisecond_timestamps(spark, tmp_path, kind):
     path = millisecond_copy(tmp_path)
-    theirs = hudi_rs_read(path)
+    theirs = read_table(path)
     assert theirs.schema.field("timestampField").type == pa.timestamp("ms", tz="UTC")
     out = output_path(tmp_path, kind)
     assert main(["read", str(path), "--output", str(out), "--quiet"]) == 0
@@ -184,7 +179,7 @@ def test_output_replaces_what_was_there_and_leaves_nothing_else(spark, tmp_path,
         assert "stale.parquet" not in {p.name for p in out.iterdir()}
     ours = read_output(out)
     assert ours.schema.names == ["rider", "fare"]
-    assert sorted_rows(ours, ["rider"]) == sorted_rows(hudi_rs_read(path).select(["rider", "fare"]), ["rider"])
+    assert sorted_rows(ours, ["rider"]) == sorted_rows(read_table(path).select(["rider", "fare"]), ["rider"])
 
 
 def test_read_prints_names_as_they_are_and_the_row_count(spark, tmp_path, capsys):
@@ -202,13 +197,13 @@ def test_read_prints_names_as_they_are_and_the_row_count(spark, tmp_path, capsys
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["tripId", "eventTs", "FareAmount"]
     assert len(lines) == 1 + 20 + 1
-    assert hudi_rs_read(path).num_rows == 1234
+    assert read_table(path).num_rows == 1234
     assert lines[-1] == "(20 of 1,234 rows shown)"
 
 
 def test_read_prints_all_rows_of_a_small_table_with_their_count(spark, capsys):
     path = TABLES_DIR / "v6_nonpartitioned"
-    theirs = hudi_rs_read(path)
+    theirs = read_table(path)
     assert main(["read", str(path), "--columns", "id,isActive,doubleField", "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["id", "isActive", "doubleField"]

@@ -4,7 +4,6 @@ half-done rollbacks, pending compactions, dry runs, the CLI, payloads; hudi-rs i
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
@@ -18,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import TABLES_DIR
-from helpers import data_files, kill_tree, wait_for
-from table_builders import apply_to_model, write_without_spark
-from hudi import HudiReadOptions, HudiTableBuilder
+from helpers import data_files, file_digests, kill_tree, wait_for
+from table_builders import apply_to_model, five_digit_key_rows, write_without_spark
+from oracles.hudi_rs import rows_by_key
 
 from tablesvc.cli import cmd_rollback
 from tablesvc.cli.main import common_options
@@ -50,16 +49,6 @@ DAY_MS = 86_400_000
 # Helpers
 # =============================================================================================
 
-def rows(keys, ts, city=None) -> pa.Table:
-    return pa.table({"uuid": [f"k{k:05d}" for k in keys], "ts": [ts] * len(keys),
-                     "city": [city or ("a", "b", "c")[k % 3] for k in keys]}, schema=SCHEMA)
-
-
-def hudi_snapshot(path) -> dict[str, int]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return {r["uuid"]: r["ts"] for r in pa.Table.from_batches(batches).to_pylist()} if batches else {}
-
-
 def our_snapshot(path) -> dict[str, int]:
     table = Table.open(str(path))
     ctx = ReadContext.for_table(table)
@@ -68,16 +57,6 @@ def our_snapshot(path) -> dict[str, int]:
         return {}
     got = pa.concat_tables(parts)
     return dict(zip(got.column("uuid").to_pylist(), got.column("ts").to_pylist()))
-
-
-def tree(base) -> dict[str, str]:
-    """Every file under the table (timeline included) with a content hash."""
-    out = {}
-    for root, _dirs, files in os.walk(base):
-        for f in files:
-            p = os.path.join(root, f)
-            out[os.path.relpath(p, base)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-    return out
 
 
 def timeline_names(table: Table) -> list[str]:
@@ -108,7 +87,7 @@ class Writer:
 
     def check(self, expected: dict[str, int] | None = None) -> None:
         want = self.model if expected is None else expected
-        assert hudi_snapshot(self.path) == want
+        assert rows_by_key(self.path, "uuid", "ts") == want
         assert our_snapshot(self.path) == want
 
 
@@ -135,11 +114,12 @@ def slice_logs(base: Path) -> list[str]:
 @pytest.mark.parametrize("version", [6, 8])
 def test_failed_write_is_rolled_back(tmp_path, version):
     w = Writer(tmp_path / "t", version, ManualClock())
-    w.write(rows(range(0, 60), 1))
-    w.write(rows(range(0, 30), 2))
-    before_files, before_tree = data_files(w.path), tree(w.path)
+    w.write(five_digit_key_rows(range(0, 60), 1))
+    w.write(five_digit_key_rows(range(0, 30), 2))
+    before_files, before_tree = data_files(w.path), file_digests(w.path)
     # failed: updates (logs), inserts into a new partition (base files + partition metafile)
-    failed = w.write(pa.concat_tables([rows(range(10, 40), 3), rows(range(100, 110), 3, "d")]), complete=False)
+    failed = w.write(pa.concat_tables([five_digit_key_rows(range(10, 40), 3),
+                                       five_digit_key_rows(range(100, 110), 3, "d")]), complete=False)
     created = data_files(w.path) - before_files
     assert created and any(".parquet" in f for f in created) and any(".log." in f for f in created)
     w.check()  # readers ignore the failed write already
@@ -177,14 +157,14 @@ def test_failed_write_is_rolled_back(tmp_path, version):
     assert {os.path.relpath(p, w.path) for m in md.partition_metadata.values() for p in m.success_delete_files} \
         == created
     # everything but the new partition's metafile and the timeline is back as before
-    after = tree(w.path)
+    after = file_digests(w.path)
     assert {k: v for k, v in after.items() if not k.startswith(".hoodie")} == \
         {k: v for k, v in before_tree.items() if not k.startswith(".hoodie")} | \
         {"city=d/.hoodie_partition_metadata": after["city=d/.hoodie_partition_metadata"]}
     w.check()
     assert rollback_failed(w.table) == []
     # the next write works
-    w.write(rows(range(20, 50), 4))
+    w.write(five_digit_key_rows(range(20, 50), 4))
     w.check()
 
 
@@ -194,9 +174,9 @@ def test_partial_temp_copy_of_a_killed_create_is_removed(tmp_path, version):
     next to where its marked file would be: the rollback deletes it with the marked files, and
     leaves alone temporary-looking names of files the plan does not delete."""
     w = Writer(tmp_path / "t", version, ManualClock())
-    w.write(rows(range(0, 40), 1))
-    before_files, before_tree = data_files(w.path), tree(w.path)
-    failed = w.write(rows(range(0, 20), 2), complete=False)
+    w.write(five_digit_key_rows(range(0, 40), 1))
+    before_files, before_tree = data_files(w.path), file_digests(w.path)
+    w.write(five_digit_key_rows(range(0, 20), 2), complete=False)
     created = sorted(data_files(w.path) - before_files)
     partition, _, name = created[0].rpartition("/")
     folder = w.path / partition
@@ -210,14 +190,14 @@ def test_partial_temp_copy_of_a_killed_create_is_removed(tmp_path, version):
     assert not partial.exists() and foreign.exists()
     foreign.unlink()
     assert data_files(w.path) == before_files
-    assert {k: v for k, v in tree(w.path).items() if not k.startswith(".hoodie")} == \
+    assert {k: v for k, v in file_digests(w.path).items() if not k.startswith(".hoodie")} == \
         {k: v for k, v in before_tree.items() if not k.startswith(".hoodie")}
     w.check()
 
 
 def test_requested_only_write_and_missing_heartbeat(tmp_path):
     w = Writer(tmp_path / "t", 8, ManualClock())
-    w.write(rows(range(0, 20), 1))
+    w.write(five_digit_key_rows(range(0, 20), 1))
     requested = w.table.timeline_writer.request(Action.DELTA_COMMIT)
     # a missing heartbeat counts as expired
     [res] = rollback_failed(w.table)
@@ -232,8 +212,8 @@ def test_requested_only_write_and_missing_heartbeat(tmp_path):
 
 def _v6_with_appended_block(tmp_path, *, complete: bool):
     w = Writer(tmp_path / "t", 6, ManualClock())
-    w.write(rows(range(0, 30), 1))
-    w.write(rows(range(0, 30), 2))           # v6: .log.1 files holding instant 2's blocks
+    w.write(five_digit_key_rows(range(0, 30), 1))
+    w.write(five_digit_key_rows(range(0, 30), 2))           # v6: .log.1 files holding instant 2's blocks
     logs = slice_logs(w.path)
     assert logs
     target = logs[0]
@@ -282,13 +262,13 @@ def test_v6_failed_append_gets_a_command_block(tmp_path):
     # idempotent: re-running finds nothing; the command block is not written twice
     assert rollback(w.table, t).status is Status.NOTHING_TO_DO
     assert sum(1 for f in slice_logs(w.path) if f.endswith("_1-0-1")) == 1
-    w.write(rows(range(0, 5), 5))
+    w.write(five_digit_key_rows(range(0, 5), 5))
     w.check()
 
 
 def test_v6_completed_append_rolled_back_with_allow_completed(tmp_path):
     w, t, target, path, committed = _v6_with_appended_block(tmp_path, complete=True)
-    assert hudi_snapshot(w.path) != committed and our_snapshot(w.path) != committed  # the append is visible
+    assert rows_by_key(w.path, "uuid", "ts") != committed and our_snapshot(w.path) != committed  # the append is visible
     with pytest.raises(InvalidInputError) as e:
         rollback(w.table, t)
     assert "--allow-completed" in str(e.value) and e.value.exit_code == 2
@@ -305,11 +285,12 @@ def test_v6_completed_append_rolled_back_with_allow_completed(tmp_path):
 @pytest.mark.parametrize("version", [6, 8])
 def test_latest_completed_deltacommit_rolls_back(tmp_path, version):
     w = Writer(tmp_path / "t", version, ManualClock())
-    w.write(rows(range(0, 40), 1))
-    w.write(rows(range(0, 20), 2))
+    w.write(five_digit_key_rows(range(0, 40), 1))
+    w.write(five_digit_key_rows(range(0, 20), 2))
     before, model = data_files(w.path), dict(w.model)
-    last = w.write(pa.concat_tables([rows(range(10, 30), 3), rows(range(200, 210), 3, "e")]))
-    assert hudi_snapshot(w.path) != model
+    last = w.write(pa.concat_tables([five_digit_key_rows(range(10, 30), 3),
+                                     five_digit_key_rows(range(200, 210), 3, "e")]))
+    assert rows_by_key(w.path, "uuid", "ts") != model
 
     dry = rollback(w.table, last, allow_completed=True, dry_run=True)
     assert dry.status is Status.DRY_RUN and dry.metrics["files_to_delete"] == len(data_files(w.path) - before)
@@ -322,16 +303,16 @@ def test_latest_completed_deltacommit_rolls_back(tmp_path, version):
     assert md.commits_rollback == (last,) and md.instants_rollback[0].action == "deltacommit"
     w.check(model)
     w.model = model
-    w.write(rows(range(0, 5), 7))
+    w.write(five_digit_key_rows(range(0, 5), 7))
     w.check()
 
 
 def test_completed_rollback_refused_when_later_instants_exist(tmp_path):
     w = Writer(tmp_path / "t", 8, ManualClock())
-    first = w.write(rows(range(0, 20), 1))
-    second = w.write(rows(range(0, 10), 2))
-    third = w.write(rows(range(0, 10), 3))
-    tree_before = tree(w.path)
+    first = w.write(five_digit_key_rows(range(0, 20), 1))
+    second = w.write(five_digit_key_rows(range(0, 10), 2))
+    third = w.write(five_digit_key_rows(range(0, 10), 3))
+    tree_before = file_digests(w.path)
     with pytest.raises(InvalidInputError) as e:
         rollback(w.table, second, allow_completed=True)
     assert third in str(e.value) and e.value.exit_code == 2
@@ -344,7 +325,7 @@ def test_completed_rollback_refused_when_later_instants_exist(tmp_path):
     assert comp.timestamp in str(e.value)
     assert first < second
     w.table.storage.delete(w.table.timeline().path_of(comp))
-    assert tree(w.path) == tree_before
+    assert file_digests(w.path) == tree_before
 
 
 # =============================================================================================
@@ -357,10 +338,11 @@ class Crash(BaseException):
 
 def test_half_done_rollback_is_finished_by_rerunning(tmp_path, monkeypatch):
     w = Writer(tmp_path / "t", 8, ManualClock())
-    w.write(rows(range(0, 60), 1))
-    w.write(rows(range(0, 30), 2))
+    w.write(five_digit_key_rows(range(0, 60), 1))
+    w.write(five_digit_key_rows(range(0, 30), 2))
     before = data_files(w.path)
-    failed = w.write(pa.concat_tables([rows(range(0, 60), 3), rows(range(300, 310), 3, "z")]), complete=False)
+    failed = w.write(pa.concat_tables([five_digit_key_rows(range(0, 60), 3),
+                                       five_digit_key_rows(range(300, 310), 3, "z")]), complete=False)
     created = data_files(w.path) - before
     assert len(created) >= 3
     w.expire()
@@ -403,8 +385,8 @@ def test_half_done_rollback_is_finished_by_rerunning(tmp_path, monkeypatch):
 
 def test_crash_after_rollback_completed_before_target_removed(tmp_path, monkeypatch):
     w = Writer(tmp_path / "t", 6, ManualClock())
-    w.write(rows(range(0, 30), 1))
-    failed = w.write(rows(range(0, 30), 2), complete=False)
+    w.write(five_digit_key_rows(range(0, 30), 1))
+    failed = w.write(five_digit_key_rows(range(0, 30), 2), complete=False)
     w.expire()
 
     def crash(*a, **k):
@@ -430,9 +412,9 @@ def test_crash_after_rollback_completed_before_target_removed(tmp_path, monkeypa
 def test_requested_rollback_crash_before_inflight_resumes(tmp_path):
     """Crash right after R.rollback.requested: the next run starts R from its plan."""
     w = Writer(tmp_path / "t", 8, ManualClock())
-    w.write(rows(range(0, 30), 1))
+    w.write(five_digit_key_rows(range(0, 30), 1))
     before = data_files(w.path)
-    failed = w.write(rows(range(0, 30), 2), complete=False)
+    failed = w.write(five_digit_key_rows(range(0, 30), 2), complete=False)
     w.expire()
     tl = w.table.timeline()
     plan = plan_rollback(w.table, failed)
@@ -453,8 +435,8 @@ def test_requested_rollback_crash_before_inflight_resumes(tmp_path):
 @pytest.mark.parametrize("version", [6, 8])
 def test_pending_compaction_goes_back_to_requested(tmp_path, version):
     w = Writer(tmp_path / "t", version, ManualClock())
-    w.write(rows(range(0, 30), 1))
-    w.write(rows(range(0, 30), 2))
+    w.write(five_digit_key_rows(range(0, 30), 1))
+    w.write(five_digit_key_rows(range(0, 30), 2))
     before = data_files(w.path)
     slices = w.table.latest_file_slices()
     ops = tuple(CompactionOperation(base_instant_time=s.base_instant, file_id=s.file_id, partition_path=s.partition,
@@ -530,27 +512,27 @@ def _run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
 
 def test_dry_run_changes_nothing(tmp_path, capsys):
     w = Writer(tmp_path / "t", 6, ManualClock())
-    w.write(rows(range(0, 30), 1))
-    w.write(rows(range(0, 30), 2))
-    failed = w.write(rows(range(0, 40), 3), complete=False)
+    w.write(five_digit_key_rows(range(0, 30), 1))
+    w.write(five_digit_key_rows(range(0, 30), 2))
+    failed = w.write(five_digit_key_rows(range(0, 40), 3), complete=False)
     w.expire()
-    before = tree(w.path)
+    before = file_digests(w.path)
     [dry] = rollback_failed(w.table, dry_run=True)
     assert dry.status is Status.DRY_RUN and dry.metrics["target"] == failed and dry.metrics["files_to_delete"] > 0
     assert rollback(w.table, failed, dry_run=True).status is Status.DRY_RUN
-    assert tree(w.path) == before
+    assert file_digests(w.path) == before
     # with the heartbeat expired only because of the clock, the CLI (system clock) sees the same
     # missing heartbeat: expired
     code, out, _ = _run_cli(["rollback", str(w.path), "--dry-run"], capsys)
     assert code == 0 and "dry run" in out and failed in out
     code, out, _ = _run_cli(["rollback", str(w.path), "--dry-run", "--json"], capsys)
     assert code == 0 and json.loads(out)[0]["status"] == "dry_run"
-    assert tree(w.path) == before
+    assert file_digests(w.path) == before
 
 
 def test_cli(tmp_path, capsys):
     w = Writer(tmp_path / "t", 8, ManualClock(SystemClock().now_ms() - 10 * DAY_MS))
-    w.write(rows(range(0, 30), 1))
+    w.write(five_digit_key_rows(range(0, 30), 1))
     code, out, _ = _run_cli(["rollback", str(w.path)], capsys)
     assert (code, out) == (0, "nothing to roll back\n")
     code, out, _ = _run_cli(["rollback", str(w.path), "--json"], capsys)
@@ -561,7 +543,7 @@ def test_cli(tmp_path, capsys):
     assert code == 2 and "bogus" in err
     code, _, err = _run_cli(["rollback", str(w.path), "--allow-completed"], capsys)
     assert code == 2
-    failed = w.write(rows(range(0, 30), 2), complete=False)
+    failed = w.write(five_digit_key_rows(range(0, 30), 2), complete=False)
     code, out, _ = _run_cli(["rollback", str(w.path), "--instant", failed, "--json"], capsys)
     [res] = json.loads(out)
     assert code == 0 and res["status"] == "done" and res["metrics"]["target"] == failed
@@ -570,7 +552,7 @@ def test_cli(tmp_path, capsys):
     assert code == 2 and "--allow-completed" in err
     code, out, _ = _run_cli(["rollback", str(w.path), "--instant", latest, "--allow-completed"], capsys)
     assert code == 0 and out.startswith("rollback: done") and latest in out
-    assert hudi_snapshot(w.path) == {}
+    assert rows_by_key(w.path, "uuid", "ts") == {}
     # a rollback instant is not itself a target
     rb = w.table.timeline().completed(Action.ROLLBACK)[0].timestamp
     code, _, err = _run_cli(["rollback", str(w.path), "--instant", rb], capsys)
@@ -579,8 +561,8 @@ def test_cli(tmp_path, capsys):
 
 def test_conflicting_heartbeat_of_pending_rollback(tmp_path):
     w = Writer(tmp_path / "t", 8, ManualClock())
-    w.write(rows(range(0, 10), 1))
-    failed = w.write(rows(range(0, 10), 2), complete=False)
+    w.write(five_digit_key_rows(range(0, 10), 1))
+    failed = w.write(five_digit_key_rows(range(0, 10), 2), complete=False)
     w.expire()
     tl = w.table.timeline()
     settings = rb_executor._Settings.of(w.table, None)
@@ -683,10 +665,10 @@ def test_killed_write_is_rolled_back(tmp_path, spark, version):
     ddl = "uuid string, ts long, city string"
     table.upsert(spark.createDataFrame(_batch(range(0, 3000), 1).to_pylist(), ddl))
     table.upsert(spark.createDataFrame(_batch(range(0, 1000), 2).to_pylist(), ddl))  # logs in every group
-    model = hudi_snapshot(path)
+    model = rows_by_key(path, "uuid", "ts")
     assert len(model) == 3000
     before_files = data_files(path)
-    before_tree = {k: v for k, v in tree(path).items() if not k.startswith(".hoodie")}
+    before_tree = {k: v for k, v in file_digests(path).items() if not k.startswith(".hoodie")}
 
     pq.write_table(_batch(range(0, 100_000), 3), tmp_path / "big.parquet")
     failed = _kill_write_mid_way(path, tmp_path / "big.parquet", before_files)
@@ -701,24 +683,24 @@ def test_killed_write_is_rolled_back(tmp_path, spark, version):
         results = eager_rollback(reopened)   # what the next writer runs first
     assert [(r.status, r.metrics["target"]) for r in results] == [(Status.DONE, failed)]
     assert data_files(path) == before_files
-    assert {k: v for k, v in tree(path).items() if not k.startswith(".hoodie")} == before_tree
+    assert {k: v for k, v in file_digests(path).items() if not k.startswith(".hoodie")} == before_tree
     assert not (path / ".hoodie" / ".temp" / failed).exists()
     tl = reopened.timeline()
     assert tl.pending() == () and tl.get(failed) is None
-    assert hudi_snapshot(path) == model
+    assert rows_by_key(path, "uuid", "ts") == model
     table = Table.open(str(path))
     assert {r["uuid"]: r["ts"] for r in table.read(spark=spark).collect()} == model
 
     table.upsert(spark.createDataFrame(_batch(range(2990, 3010), 4).to_pylist(), ddl))
     expected = dict(model) | {f"k{k:06d}": 4 for k in range(2990, 3010)}
-    assert hudi_snapshot(path) == expected
+    assert rows_by_key(path, "uuid", "ts") == expected
     assert {r["uuid"]: r["ts"] for r in table.read(spark=spark).collect()} == expected
 
 
 def test_eager_rollback_follows_the_failed_writes_policy(tmp_path):
     w = Writer(tmp_path / "t", 8, ManualClock())
-    w.write(rows(range(0, 10), 1))
-    failed = w.write(rows(range(0, 10), 2), complete=False)
+    w.write(five_digit_key_rows(range(0, 10), 1))
+    failed = w.write(five_digit_key_rows(range(0, 10), 2), complete=False)
     w.expire()
     (w.path / ".hoodie" / "tablesvc.yaml").write_text("hoodie.cleaner.policy.failed.writes: LAZY\n")
     assert eager_rollback(w.table) == []

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from table_builders import write_without_spark
-from test_rollback import hudi_snapshot, rows, tree
+from helpers import file_digests
+from oracles.hudi_rs import rows_by_key
+from table_builders import five_digit_key_rows, write_without_spark
 
 from tablesvc.cli.main import main
 from tablesvc.config import build_config
@@ -36,13 +37,13 @@ LINE = re.compile(r"^left pending: (\d{17}) (\w+) \((requested|inflight)\): (.*)
 def new_table(path: Path, clock, version: int = 8) -> Table:
     table = Table.create(str(path), TableSpec("trips", ("uuid",), "ts", ("city",), table_version=version,
                                               num_buckets=2), clock=clock)
-    write_without_spark(table, rows(range(0, 30), 1), "upsert", stage=1)
+    write_without_spark(table, five_digit_key_rows(range(0, 30), 1), "upsert", stage=1)
     return table
 
 
 def live_write(table: Table, stage: int = 2) -> str:
     """A write whose process is still running: inflight, with files, markers and a fresh beat."""
-    t, _ = write_without_spark(table, rows(range(0, 40), stage), "upsert", stage=stage, complete=False)
+    t, _ = write_without_spark(table, five_digit_key_rows(range(0, 40), stage), "upsert", stage=stage, complete=False)
     Heartbeat(table.storage, table.base_path, t, table.clock).beat()
     return t
 
@@ -68,10 +69,10 @@ def cli(argv, capsys) -> tuple[int, str, str]:
 def test_live_write_is_left_pending_with_its_heartbeat_numbers(tmp_path):
     clock = ManualClock()
     table = new_table(tmp_path / "t", clock)
-    before = hudi_snapshot(table.base_path)
+    before = rows_by_key(table.base_path, "uuid", "ts")
     t = live_write(table)
     clock.advance(12_000)
-    files = tree(table.base_path)
+    files = file_digests(table.base_path)
 
     outcome = recover(table, config=CONFIG)
     assert outcome.results == ()
@@ -82,7 +83,7 @@ def test_live_write_is_left_pending_with_its_heartbeat_numbers(tmp_path):
     assert left.as_dict() == {"instant": t, "action": "deltacommit", "state": "inflight",
                               "verdict": "heartbeat_alive", "reason": left.reason(), "last_beat_s_ago": 12.0,
                               "dead_in_s": 18.0, "rollback": None, "rolls_back": None}
-    assert tree(table.base_path) == files          # nothing touched
+    assert file_digests(table.base_path) == files          # nothing touched
     # the sweep rolls back exactly what the classification calls failed: once the beat is 30 s old
     clock.advance(18_000)
     assert [p.verdict for p in classify_pending(table, HeartbeatWindow.of(CONFIG))] \
@@ -93,13 +94,13 @@ def test_live_write_is_left_pending_with_its_heartbeat_numbers(tmp_path):
     assert [(r.status, r.metrics["target"]) for r in outcome.results] == [(Status.DONE, t)]
     assert outcome.left_pending == ()
     assert table.timeline().pending() == ()
-    assert hudi_snapshot(table.base_path) == before
+    assert rows_by_key(table.base_path, "uuid", "ts") == before
 
 
 def test_requested_compaction_plan_is_not_left_for_recovery(tmp_path):
     clock = ManualClock()
     table = new_table(tmp_path / "t", clock)
-    write_without_spark(table, rows(range(0, 10), 2), "upsert", stage=2)
+    write_without_spark(table, five_digit_key_rows(range(0, 10), 2), "upsert", stage=2)
     clock.advance(1000)
     comp = request_compaction(table)
     clock.advance(86_400_000)                      # however old: a requested plan is waiting, not failed
@@ -113,7 +114,7 @@ def test_requested_compaction_plan_is_not_left_for_recovery(tmp_path):
 def test_inflight_compaction_with_a_live_heartbeat_is_left_pending(tmp_path):
     clock = ManualClock()
     table = new_table(tmp_path / "t", clock)
-    write_without_spark(table, rows(range(0, 10), 2), "upsert", stage=2)
+    write_without_spark(table, five_digit_key_rows(range(0, 10), 2), "upsert", stage=2)
     clock.advance(1000)
     comp = table.timeline_writer.start(request_compaction(table))
     Heartbeat(table.storage, table.base_path, comp.timestamp, clock).beat()
@@ -132,7 +133,7 @@ def test_inflight_compaction_with_a_live_heartbeat_is_left_pending(tmp_path):
 def test_rollback_running_elsewhere_is_left_pending_and_named(tmp_path):
     clock = ManualClock()
     table = new_table(tmp_path / "t", clock)
-    t, _ = write_without_spark(table, rows(range(0, 10), 2), "upsert", stage=2, complete=False)
+    t, _ = write_without_spark(table, five_digit_key_rows(range(0, 10), 2), "upsert", stage=2, complete=False)
     clock.advance(86_400_000)                      # the write died long ago
     settings = rb_executor._Settings.of(table, CONFIG)
     tl = table.timeline()
@@ -155,14 +156,14 @@ def test_rollback_running_elsewhere_is_left_pending_and_named(tmp_path):
 def test_dry_run_reports_the_live_ones_and_would_roll_back_the_failed(tmp_path):
     clock = ManualClock()
     table = new_table(tmp_path / "t", clock)
-    dead, _ = write_without_spark(table, rows(range(0, 10), 2), "upsert", stage=2, complete=False)
+    dead, _ = write_without_spark(table, five_digit_key_rows(range(0, 10), 2), "upsert", stage=2, complete=False)
     clock.advance(86_400_000)
     alive = live_write(table, stage=3)
-    files = tree(table.base_path)
+    files = file_digests(table.base_path)
     outcome = recover(table, dry_run=True, config=CONFIG)
     assert [(r.status, r.metrics["target"]) for r in outcome.results] == [(Status.DRY_RUN, dead)]
     assert [p.instant.timestamp for p in outcome.left_pending] == [alive]
-    assert tree(table.base_path) == files
+    assert file_digests(table.base_path) == files
     # the eager pass (a writer's start) and the sweep agree: only the dead write goes
     assert [r.metrics["target"] for r in rollback_failed(table, config=CONFIG)] == [dead]
 
@@ -174,7 +175,7 @@ def test_dry_run_reports_the_live_ones_and_would_roll_back_the_failed(tmp_path):
 def test_wait_rolls_back_once_the_heartbeat_expires(tmp_path):
     clock = ManualClock()
     table = new_table(tmp_path / "t", clock)
-    before = hudi_snapshot(table.base_path)
+    before = rows_by_key(table.base_path, "uuid", "ts")
     t = live_write(table)
     slept: list[float] = []
     progress: list[tuple[int, list[str]]] = []
@@ -188,7 +189,7 @@ def test_wait_rolls_back_once_the_heartbeat_expires(tmp_path):
                                    (waited_ms, [p.instant.timestamp for p in left])))
     assert [(r.status, r.metrics["target"]) for r in outcome.results] == [(Status.DONE, t)]
     assert outcome.left_pending == ()
-    assert table.timeline().pending() == () and hudi_snapshot(table.base_path) == before
+    assert table.timeline().pending() == () and rows_by_key(table.base_path, "uuid", "ts") == before
     assert 30.0 <= sum(slept) <= 31.0              # no longer than the heartbeat needed
     assert max(slept) <= 5.0                       # a progress line every 5 s
     assert [w for w, _ in progress] == [0, 5000, 10000, 15000, 20000, 25000, 30000]
@@ -205,13 +206,14 @@ def test_wait_gives_up_at_its_bound_with_the_same_report(tmp_path):
         clock.advance(int(seconds * 1000))
         beat.beat()
 
-    files = tree(table.base_path)
+    files = file_digests(table.base_path)
     outcome = wait_and_recover(table, timeout_ms=12_000, config=CONFIG, sleep=sleep)
     assert outcome.results == ()
     [left] = outcome.left_pending
     assert left.instant.timestamp == t and left.verdict is Verdict.HEARTBEAT_ALIVE
     assert clock.now_ms() - 1_700_000_000_000 >= 12_000
-    assert {k for k in tree(table.base_path) if ".heartbeat" not in k} == {k for k in files if ".heartbeat" not in k}
+    assert {k for k in file_digests(table.base_path) if ".heartbeat" not in k} == \
+        {k for k in files if ".heartbeat" not in k}
 
 
 # =============================================================================================
@@ -221,7 +223,7 @@ def test_wait_gives_up_at_its_bound_with_the_same_report(tmp_path):
 def test_cli_reports_each_instant_left_pending_and_exits_3(tmp_path, capsys):
     table = new_table(tmp_path / "t", SystemClock())
     t = live_write(table)
-    files = tree(table.base_path)
+    files = file_digests(table.base_path)
 
     code, out, err = cli(["rollback", table.base_path, *CONF_ARGS], capsys)
     assert code == 3, err
@@ -231,7 +233,7 @@ def test_cli_reports_each_instant_left_pending_and_exits_3(tmp_path, capsys):
     assert re.fullmatch(r"heartbeat alive: last beat \d+\.\d s ago, judged dead in \d+\.\d s", m.group(4)), line
     [err_line] = err.splitlines()
     assert err_line.startswith("tablesvc: error: ") and t in err_line and "--wait" in err_line
-    assert tree(table.base_path) == files
+    assert file_digests(table.base_path) == files
 
     code, out, _ = cli(["rollback", table.base_path, "--json", *CONF_ARGS], capsys)
     assert code == 3
@@ -239,7 +241,7 @@ def test_cli_reports_each_instant_left_pending_and_exits_3(tmp_path, capsys):
     assert item["status"] == "left_pending" and item["metrics"] == {"target": t}
     assert item["pending"]["instant"] == t and item["pending"]["verdict"] == "heartbeat_alive"
     assert item["reason"] == item["pending"]["reason"]
-    assert tree(table.base_path) == files
+    assert file_digests(table.base_path) == files
 
 
 def test_cli_dry_run_also_exits_3_for_a_live_instant(tmp_path, capsys):
@@ -251,7 +253,7 @@ def test_cli_dry_run_also_exits_3_for_a_live_instant(tmp_path, capsys):
 
 def test_cli_requested_plan_is_nothing_to_roll_back(tmp_path, capsys):
     table = new_table(tmp_path / "t", SystemClock())
-    write_without_spark(table, rows(range(0, 10), 2), "upsert", stage=2)
+    write_without_spark(table, five_digit_key_rows(range(0, 10), 2), "upsert", stage=2)
     request_compaction(table)
     code, out, err = cli(["rollback", table.base_path, *CONF_ARGS], capsys)
     assert (code, out, err) == (0, "nothing to roll back\n", "")
@@ -259,14 +261,14 @@ def test_cli_requested_plan_is_nothing_to_roll_back(tmp_path, capsys):
 
 def test_cli_wait_with_a_short_heartbeat(tmp_path, capsys):
     table = new_table(tmp_path / "t", SystemClock())
-    before = hudi_snapshot(table.base_path)
+    before = rows_by_key(table.base_path, "uuid", "ts")
     t = live_write(table)
     short = ["--conf", "hoodie.client.heartbeat.interval_in_ms=500", "--conf",
              "hoodie.client.heartbeat.tolerable.misses=2"]
     code, out, err = cli(["rollback", table.base_path, "--wait", "--timeout", "30", *short], capsys)
     assert code == 0, err
     assert [line.startswith("rollback: done") for line in out.splitlines()] == [True] and t in out
-    assert table.timeline().pending() == () and hudi_snapshot(table.base_path) == before
+    assert table.timeline().pending() == () and rows_by_key(table.base_path, "uuid", "ts") == before
 
 
 def test_cli_wait_times_out_with_exit_3(tmp_path, capsys):
@@ -295,7 +297,7 @@ def test_cli_refuses_bad_wait_options(tmp_path, capsys, argv, word):
 
 def test_status_shows_the_same_verdicts(tmp_path, capsys):
     table = new_table(tmp_path / "t", SystemClock())
-    write_without_spark(table, rows(range(0, 10), 2), "upsert", stage=2)
+    write_without_spark(table, five_digit_key_rows(range(0, 10), 2), "upsert", stage=2)
     comp = request_compaction(table)
     t = live_write(table, stage=3)
 

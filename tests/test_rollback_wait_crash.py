@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import data_files, kill_tree, wait_for
-from test_rollback import tree
-from test_write_crash import batch, files_named_with, hudi_snapshot
+from helpers import data_files, file_digests, files_named_with, kill_tree, wait_for
+from oracles.hudi_rs import rows_by_key
+from table_builders import six_digit_key_rows
 
 from tablesvc.table import Table, TableSpec
 
@@ -38,12 +38,13 @@ def tablesvc(tmp_path: Path, *args: str, **kwargs):
 def test_killed_write_is_left_pending_then_rolled_back_with_wait(tmp_path, spark):
     path = tmp_path / "t"
     table = Table.create(str(path), TableSpec("t", ("uuid",), "ts", ("city",), table_version=8, num_buckets=2))
-    table.upsert(spark.createDataFrame(batch(range(0, 3000), 1).to_pylist(), "uuid string, ts long, city string"))
-    before_rows = hudi_snapshot(path)
+    table.upsert(spark.createDataFrame(six_digit_key_rows(range(0, 3000), 1).to_pylist(),
+                                       "uuid string, ts long, city string"))
+    before_rows = rows_by_key(path, "uuid", "ts")
     assert len(before_rows) == 3000
     before_files = data_files(path)
 
-    pq.write_table(batch(range(0, 100_000), 2), tmp_path / "big.parquet")
+    pq.write_table(six_digit_key_rows(range(0, 100_000), 2), tmp_path / "big.parquet")
     env = dict(os.environ, PYTHONPATH=str(REPO), TABLESVC_SPARK_LOG=str(tmp_path / "spark.log"))
     proc = subprocess.Popen([sys.executable, "-m", "tablesvc", "write", str(path), "--input",
                              str(tmp_path / "big.parquet"), *HEARTBEAT],
@@ -59,7 +60,7 @@ def test_killed_write_is_left_pending_then_rolled_back_with_wait(tmp_path, spark
     assert data_files(path) - before_files
 
     # At once: the killed writer's heartbeat is still alive, so rollback leaves it and says so.
-    files = tree(path)
+    files = file_digests(path)
     first = tablesvc(tmp_path, "rollback", str(path), *HEARTBEAT)
     assert time.monotonic() - killed_at < 10, "the first rollback came too late to see a live heartbeat"
     assert first.returncode == 3, first.stderr
@@ -68,7 +69,7 @@ def test_killed_write_is_left_pending_then_rolled_back_with_wait(tmp_path, spark
                         r"last beat \d+\.\d s ago, judged dead in \d+\.\d s", line), line
     [err] = first.stderr.splitlines()
     assert err.startswith("tablesvc: error: ") and instant in err and "--wait" in err
-    assert tree(path) == files                                  # nothing deleted, nothing written
+    assert file_digests(path) == files                                  # nothing deleted, nothing written
 
     # --wait: progress on stderr until the heartbeat expires, then the rollback.
     second = tablesvc(tmp_path, "rollback", str(path), "--wait", "--timeout", "120", *HEARTBEAT)
@@ -81,4 +82,4 @@ def test_killed_write_is_left_pending_then_rolled_back_with_wait(tmp_path, spark
     assert reopened.timeline().pending() == () and reopened.timeline().get(instant) is None
     assert data_files(path) == before_files
     assert not files_named_with(path, instant)
-    assert hudi_snapshot(path) == before_rows
+    assert rows_by_key(path, "uuid", "ts") == before_rows

@@ -18,7 +18,8 @@ from timeline.clock import ManualClock
 from timeline.instant import Action, State
 from timeline.lease import LeaseLostError, LeaseStore
 
-from test_log_compaction import busy_table, hudi_rows, our_rows
+from oracles.hudi_rs import sorted_rows
+from table_builders import busy_table, tablesvc_rows, update_five_of_first_group
 
 pytestmark = pytest.mark.spark
 
@@ -42,7 +43,7 @@ def runner(paths, spark, out=None, clock=None, **settings) -> Runner:
 @pytest.mark.parametrize("version", [6, 8])
 def test_one_pass_schedules_what_is_due_and_runs_every_job(tmp_path, spark, version):
     table, _instants, _deleted = busy_table(tmp_path, version)
-    before = hudi_rows(table.base_path)
+    before = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     out = io.StringIO()
     r = runner([table.base_path], spark, out)
     stats = r.run(once=True)
@@ -52,7 +53,7 @@ def test_one_pass_schedules_what_is_due_and_runs_every_job(tmp_path, spark, vers
     done = {timeline.origin_action(i) for i in timeline.completed()}
     assert Action.COMPACTION in done, out.getvalue()
     assert stats.jobs_done >= 1 and stats.jobs_failed == 0 and stats.scheduled >= 1
-    assert hudi_rows(table.base_path) == before == our_rows(table)
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before == tablesvc_rows(table)
     assert all(not s.log_files for s in table.latest_file_slices() if s.base_file)  # compacted
     leases = LeaseStore(table.storage, table.base_path)
     assert leases.jobs() and all(leases.is_done(j) for j in leases.jobs())
@@ -60,7 +61,7 @@ def test_one_pass_schedules_what_is_due_and_runs_every_job(tmp_path, spark, vers
     out2 = io.StringIO()
     again = runner([table.base_path], spark, out2).run(once=True)
     assert again.jobs_done == 1 and "clean-" in out2.getvalue() and "compaction-" not in out2.getvalue()
-    assert hudi_rows(table.base_path) == before
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before
     idle = runner([table.base_path], spark).run(once=True)
     assert idle.jobs_done == 0 and idle.scheduled == 0
 
@@ -69,7 +70,7 @@ def test_a_worker_that_lost_its_lease_cannot_complete_and_the_new_holder_can(tmp
     from tablesvc.services.compaction import schedule_compaction
 
     table, _instants, _deleted = busy_table(tmp_path, 8)
-    before = hudi_rows(table.base_path)
+    before = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     compaction = schedule_compaction(table, force=True).instant
     clock = ManualClock(table.clock.now_ms())
     leases = LeaseStore(table.storage, table.base_path, clock)
@@ -84,7 +85,7 @@ def test_a_worker_that_lost_its_lease_cannot_complete_and_the_new_holder_can(tmp
     assert table.timeline().get(compaction).state is State.REQUESTED  # refused before it started
     results = execute_job(table, config, job, lambda: leases.check(fresh), lambda: spark)
     assert [r.status.value for r in results] == ["done"]
-    assert hudi_rows(table.base_path) == before
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before
 
 
 def test_stale_worker_refused_at_completion_leaves_no_trace(tmp_path, spark, monkeypatch):
@@ -94,7 +95,7 @@ def test_stale_worker_refused_at_completion_leaves_no_trace(tmp_path, spark, mon
     from tablesvc.services.compaction import run_compaction, schedule_compaction
 
     table, _instants, _deleted = busy_table(tmp_path, 8)
-    before = hudi_rows(table.base_path)
+    before = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     compaction = schedule_compaction(table, force=True).instant
     clock = ManualClock(table.clock.now_ms())
     leases = LeaseStore(table.storage, table.base_path, clock)
@@ -112,13 +113,13 @@ def test_stale_worker_refused_at_completion_leaves_no_trace(tmp_path, spark, mon
     with pytest.raises(LeaseLostError):
         run_compaction(table, compaction, spark=spark, fence=lambda: leases.check(stale))
     assert table.timeline().get(compaction).state is State.INFLIGHT
-    assert hudi_rows(table.base_path) == before
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before
     monkeypatch.undo()
     fresh = leases.current(job_id)
     cfg = build_config(conf={"hoodie.client.heartbeat.interval_in_ms": "1"})  # the stale heartbeat has expired
     results = run_compaction(table, compaction, spark=spark, config=cfg, fence=lambda: leases.check(fresh))
     assert results[0].status.value == "done" and "rolled back first" in results[0].reason
-    assert hudi_rows(table.base_path) == before and pending(Table.open(table.base_path)) == []
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before and pending(Table.open(table.base_path)) == []
 
 
 def test_failing_job_is_set_aside_after_max_failures_and_retry_clears_it(tmp_path, spark, capsys):
@@ -218,7 +219,7 @@ def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_completed(tm
     from tablesvc.write.markers import marker_dir
 
     table, _instants, _deleted = busy_table(tmp_path, 8)
-    before = hudi_rows(table.base_path)
+    before = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     compaction = schedule_compaction(table, force=True).instant
     assert discard_stale_output(table, compaction) == 0          # still pending: nothing is touched
     run_compaction(table, compaction, spark=spark)
@@ -233,7 +234,7 @@ def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_completed(tm
     assert not os.path.exists(os.path.join(folder, finished)) and not os.path.exists(temp)
     assert not os.path.exists(marker_dir(table.base_path, compaction))
     assert all(p.exists() for p in committed) and committed
-    assert hudi_rows(table.base_path) == before
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before
 
 
 def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_rolled_it_back(tmp_path):
@@ -251,7 +252,7 @@ def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_rolled_it_ba
     from tablesvc.write.markers import marker_dir
 
     table, _instants, _deleted = busy_table(tmp_path, 8)
-    before_rows = hudi_rows(table.base_path)
+    before_rows = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     scheduled = schedule_log_compaction(table, build_config())
     assert scheduled.status is Status.SCHEDULED
     compaction = scheduled.instant                    # the stale worker's attempt, started ...
@@ -276,7 +277,7 @@ def test_a_stale_attempt_s_late_output_is_swept_once_the_new_holder_rolled_it_ba
     assert discard_stale_output(Table.open(table.base_path), compaction) == 4
     assert set(data_files(Path(table.base_path))) == before_files
     assert not os.path.exists(temp) and not os.path.exists(marker_dir(table.base_path, compaction))
-    assert hudi_rows(table.base_path) == before_rows
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before_rows
     assert discard_stale_output(Table.open(table.base_path), compaction) == 0   # nothing left the second time
 
 
@@ -293,12 +294,10 @@ def test_the_leftover_sweep_removes_what_a_late_task_wrote_after_its_write_was_r
     from tablesvc.services.result import Status
     from tablesvc.services.rollback import remove_leftovers, rollback
     from tablesvc.write.markers import IOType, create_marker, marker_dir
-    from test_log_compaction import update
-
     table, instants, _deleted = busy_table(tmp_path, version)
-    before_rows = hudi_rows(table.base_path)
+    before_rows = sorted_rows(table.base_path, ("uuid", "ts", "fare"))
     before_files = set(data_files(Path(table.base_path)))
-    dead = update(table, 10, 9.5)            # the write whose task will outlive it
+    dead = update_five_of_first_group(table, 10, 9.5)       # the write whose task will outlive it
     late = sorted(set(data_files(Path(table.base_path))) - before_files)
     assert late
     kept = tmp_path / "late"
@@ -322,7 +321,7 @@ def test_the_leftover_sweep_removes_what_a_late_task_wrote_after_its_write_was_r
     assert set(data_files(Path(table.base_path))) == before_files
     assert {os.path.relpath(p, table.base_path) for p in removed} >= set(late)
     assert not os.path.exists(marker_dir(table.base_path, dead)) and not os.path.exists(marker_dir(table.base_path, done))
-    assert hudi_rows(table.base_path) == before_rows
+    assert sorted_rows(table.base_path, ("uuid", "ts", "fare")) == before_rows
 
 
 def test_spark_time_settings_parse_as_seconds():

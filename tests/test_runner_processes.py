@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import read_rows
 
 from tablesvc.config import build_config
 from tablesvc.table import Table, TableSpec
@@ -53,8 +52,7 @@ def start_writer(tmp_path: Path, table: Path, first: int, last: int) -> subproce
 
 
 def hudi_model(path: Path) -> dict[str, tuple[int, float]]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    rows = pa.Table.from_batches(batches).to_pylist()
+    rows = read_rows(path)
     out = {r["uuid"]: (r["ts"], r["fare"]) for r in rows}
     assert len(out) == len(rows), "a key appears twice"
     return out

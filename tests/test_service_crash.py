@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
 from helpers import data_files
 from table_builders import apply_to_model, compact_by_hand, write_without_spark
@@ -116,12 +116,6 @@ def append_block(b: Builder, instant: str, log_rel: str, ts: int) -> None:
         f.write(encode_block(avro_data_block(instant, first.schema, records)))
 
 
-def hudi_rows(path) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return sorted((r["uuid"], r["ts"], r["city"]) for r in pa.Table.from_batches(batches).to_pylist()) \
-        if batches else []
-
-
 def our_rows(path) -> list[tuple]:
     table = Table.open(str(path))
     ctx = ReadContext.for_table(table)
@@ -136,7 +130,7 @@ def model_rows(model: dict[str, tuple[int, str]]) -> list[tuple]:
 
 def assert_reads(path, model) -> None:
     want = model_rows(model)
-    assert hudi_rows(path) == want, "hudi-rs does not read the model's rows"
+    assert sorted_rows(path, ("uuid", "ts", "city")) == want, "hudi-rs does not read the model's rows"
     assert our_rows(path) == want, "tablesvc's reader does not read the model's rows"
 
 

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import file_slices, hudi_table, read_rows
 
 from tablesvc.cli.main import main
 from tablesvc.fsview.names import BaseFileName
@@ -110,16 +110,13 @@ def _sorted(rows: list[dict]) -> list[dict]:
 
 def hudi_rows(path: Path, as_of: str | None = None) -> list[dict]:
     """hudi-rs's snapshot (reader v2, the default), every column, in a canonical order."""
-    opts = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(opts)
-    return _sorted(pa.Table.from_batches(batches).to_pylist()) if batches else []
+    return _sorted(read_rows(path, as_of))
 
 
 def hudi_slices(path: Path) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
     """hudi-rs's latest file slices: (partition, file id) -> (base file path, log file paths)."""
-    t = HudiTableBuilder.from_base_uri(str(path)).build()
     out = {}
-    for s in t.get_file_slices(HudiReadOptions()):
+    for s in file_slices(path):
         base = s.base_file_relative_path() if s.base_file_name else ""
         out[(s.partition_path, s.file_id)] = (base, tuple(s.log_files_relative_paths()))
     return out
@@ -390,7 +387,7 @@ def check_compaction(capsys, name: str, path: Path) -> dict:
         return result
     assert result["status"] == "done", result
     c = result["instant"]
-    tl = HudiTableBuilder.from_base_uri(str(path)).build().get_timeline()
+    tl = hudi_table(path).get_timeline()
     assert c in [i.timestamp for i in tl.get_completed_commits()], "hudi-rs sees the compaction commit"
     slices_after = hudi_slices(path)
     assert set(slices_after) == set(slices_before)
@@ -522,7 +519,7 @@ def test_log_compaction_then_compaction_then_clean(fixture_copy, capsys, spark, 
     [result] = json.loads(out)
     assert result["status"] == "done" and result["metrics"]["file_groups"] == 1, result
     lc = result["instant"]
-    assert lc in [i.timestamp for i in HudiTableBuilder.from_base_uri(str(path)).build().get_timeline()
+    assert lc in [i.timestamp for i in hudi_table(path).get_timeline()
                   .get_completed_deltacommits()], "completes as a deltacommit hudi-rs sees"
     after = valid_blocks(path)
     # one compacted data block (plus a delete block when deletes survive, v6_trips_8i3d) replaces them

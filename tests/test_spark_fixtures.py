@@ -6,20 +6,13 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import read_table
 
 from conftest import TABLES_DIR, all_fixture_names, copy_table
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.table import Table
 
 pytestmark = [pytest.mark.spark]
-
-
-def hudi_table(path, as_of=None) -> pa.Table | None:
-    t = HudiTableBuilder.from_base_uri(str(path)).build()
-    opts = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
-    batches = t.read(opts)
-    return pa.Table.from_batches(batches) if batches else None
 
 
 def rows(tbl: pa.Table | None, columns) -> list[tuple]:
@@ -43,7 +36,7 @@ def test_spark_read_equals_hudi_rs_snapshot_and_first_instant(fixture_root, spar
     instants = [i.timestamp for i in table.timeline().completed_writes()]
     for as_of in [None] + instants[:1]:
         ours = table.read(as_of=as_of, spark=spark).toArrow()
-        theirs = hudi_table(path, as_of)
+        theirs = read_table(path, as_of)
         assert rows(ours, columns) == rows(theirs, columns), f"{name} as of {as_of}"
 
 
@@ -62,7 +55,7 @@ def test_upsert_and_delete_into_a_table_hudi_wrote(tmp_path, spark):
     """v6, no bucket index: keys are looked up in the latest slices, so updates land in their file group."""
     path = copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)
     table = Table.open(str(path))
-    before = {r["rider"]: r for r in hudi_table(path).to_pylist()}
+    before = {r["rider"]: r for r in read_table(path).to_pylist()}
     d, e = before["rider-D"], before["rider-E"]
     upd = dict(d, fare=11.5, ts=d["ts"] + 1)
     new = dict(e, uuid="new-uuid-0001", rider="rider-Z", fare=7.0)
@@ -71,14 +64,14 @@ def test_upsert_and_delete_into_a_table_hudi_wrote(tmp_path, spark):
                                "ts long, uuid string, rider string, driver string, fare double, city string")
     result = table.upsert(df)
     assert result.updates == 1 and result.inserts == 1
-    after = {r["rider"]: r for r in hudi_table(path).to_pylist()}
+    after = {r["rider"]: r for r in read_table(path).to_pylist()}
     assert after["rider-D"]["fare"] == 11.5 and after["rider-Z"]["fare"] == 7.0
     assert len(after) == 9
     # The update went into rider-D's existing file group (a log file), not a new one.
     d_group = [s for s in table.latest_file_slices() if s.file_id == d["_hoodie_file_name"].split("_")[0]][0]
     assert any(result.instant in lf.file_name or lf.name.instant == d_group.base_instant for lf in d_group.log_files)
     table.delete(spark.createDataFrame([(e["uuid"], e["city"])], "uuid string, city string"))
-    final = {r["rider"] for r in hudi_table(path).to_pylist()}
+    final = {r["rider"] for r in read_table(path).to_pylist()}
     assert "rider-E" not in final and len(final) == 8
     ours = {r["rider"] for r in table.read(spark=spark).collect()}
     assert ours == final
@@ -95,7 +88,7 @@ def test_colliding_group_hashes_in_a_table_hudi_wrote(tmp_path, spark, monkeypat
     monkeypatch.setattr(write_job, "group_column", lambda *columns: F.lit(0).cast("long"))
     path = copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)
     table = Table.open(str(path))
-    before = {r["uuid"]: r for r in hudi_table(path).to_pylist()}
+    before = {r["uuid"]: r for r in read_table(path).to_pylist()}
     groups_before = {s.file_id for s in table.latest_file_slices()}
     cols = ["ts", "uuid", "rider", "driver", "fare", "city"]
     updates = [dict(r, fare=r["fare"] + 100, ts=r["ts"] + 1) for r in before.values()]
@@ -106,7 +99,7 @@ def test_colliding_group_hashes_in_a_table_hudi_wrote(tmp_path, spark, monkeypat
                                "ts long, uuid string, rider string, driver string, fare double, city string")
     result = table.upsert(df)
     assert result.updates == len(updates) and result.inserts == len(news)
-    after = {r["uuid"]: r for r in hudi_table(path).to_pylist()}
+    after = {r["uuid"]: r for r in read_table(path).to_pylist()}
     assert {k: (r["fare"], r["city"]) for k, r in after.items()} == \
         {r["uuid"]: (r["fare"], r["city"]) for r in updates + news}
     # every old key is still in its file group; each new key's group holds keys of its city only
@@ -126,7 +119,7 @@ def test_a_null_key_into_a_table_hudi_wrote_changes_nothing(tmp_path, spark):
 
     path = copy_table(TABLES_DIR / "v6_trips_8i1u", tmp_path)
     table = Table.open(str(path))
-    before_rows = rows(hudi_table(path), ["uuid", "rider", "fare"])
+    before_rows = rows(read_table(path), ["uuid", "rider", "fare"])
     before_files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     cols = ["ts", "uuid", "rider", "driver", "fare", "city"]
     df = spark.createDataFrame([(1, "u-1", "r", "d", 1.0, "chennai"), (2, None, "r", "d", 2.0, "chennai")],
@@ -135,19 +128,19 @@ def test_a_null_key_into_a_table_hudi_wrote_changes_nothing(tmp_path, spark):
         table.upsert(df.select(*cols))
     assert sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()
                   and ".heartbeat" not in p.parts) == [f for f in before_files if ".heartbeat" not in f]
-    assert rows(hudi_table(path), ["uuid", "rider", "fare"]) == before_rows
+    assert rows(read_table(path), ["uuid", "rider", "fare"]) == before_rows
 
 
 def test_upsert_into_v9_table_with_decimals_dates_timestamps(tmp_path, spark):
     path = copy_table(TABLES_DIR / "v9_txns_simple_nometa", tmp_path)
     table = Table.open(str(path))
-    before = {r["txn_id"]: r for r in hudi_table(path).to_pylist()}
+    before = {r["txn_id"]: r for r in read_table(path).to_pylist()}
     row = dict(before["TXN-007"], fee_amount=Decimal("80.25"), txn_ts=before["TXN-007"]["txn_ts"] + 10)
     df = spark.createDataFrame([row], table.read(spark=spark).drop(
         "_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
         "_hoodie_file_name").schema)
     table.upsert(df)
-    after = {r["txn_id"]: r for r in hudi_table(path).to_pylist()}
+    after = {r["txn_id"]: r for r in read_table(path).to_pylist()}
     assert after["TXN-007"]["fee_amount"] == Decimal("80.25")
     assert {k: v for k, v in after.items() if k != "TXN-007"} == {k: v for k, v in before.items() if k != "TXN-007"}
     ours = {r["txn_id"]: r for r in table.read(spark=spark).collect()}

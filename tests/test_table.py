@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import zlib
 
-import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import hudi_table, read_options
 
 from conftest import TABLES_DIR, extracted_table_names
 from tablesvc.errors import NotATableError, TableConfigError, UnsupportedTableError
@@ -96,11 +95,11 @@ def test_unsupported_versions_and_mismatched_layouts_are_refused():
 def test_created_table_opens_in_hudi_rs_and_reads_empty(tmp_path, version, partitioned):
     spec = TableSpec("sample", ("id",), "ts", ("region",) if partitioned else (), table_version=version)
     table = Table.create(str(tmp_path / "t"), spec)
-    hudi_table = HudiTableBuilder.from_base_uri(table.base_path).build()
-    assert hudi_table.table_name == "sample"
-    assert hudi_table.is_mor
-    assert hudi_table.read(HudiReadOptions()) == []
-    assert hudi_table.get_file_slices(HudiReadOptions()) == []
+    hudi = hudi_table(table.base_path)
+    assert hudi.table_name == "sample"
+    assert hudi.is_mor
+    assert hudi.read(read_options()) == []
+    assert hudi.get_file_slices(read_options()) == []
     reopened = Table.open(table.base_path)
     assert reopened.config.version == version
     assert reopened.config.merge_mode is MergeMode.EVENT_TIME_ORDERING

@@ -19,9 +19,8 @@ import time
 import uuid
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
 from table_builders import tree
 from tablesvc.cli.main import main
@@ -43,11 +42,6 @@ def tables(tmp_path_factory) -> dict[int, Path]:
     for version in (6, 8):
         build_sample_table(str(root / f"v{version}"), rows=60, table_version=version)
     return {v: root / f"v{v}" for v in (6, 8)}
-
-
-def hudi_rows(path: Path) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.Table.from_batches(batches).to_pylist())
 
 
 def our_rows(path: Path) -> list[tuple]:
@@ -116,7 +110,7 @@ def test_the_timeline_and_the_view_never_read_temporary_copies(tables, tmp_path,
     assert our_rows(path) == rows
     # hudi-rs takes the partial copy of a log file for a log file: the reason to sweep them
     with pytest.raises(Exception, match=r"\.tmp"):
-        hudi_rows(path)
+        sorted_rows(path, ("uuid", "ts", "fare"))
 
 
 @pytest.mark.parametrize("version", [6, 8])
@@ -125,7 +119,7 @@ def test_the_leftover_sweep_deletes_old_copies_and_keeps_young_and_pending_ones(
                                                                               version, sweep):
     path = tmp_path / "t"
     shutil.copytree(tables[version], path)
-    rows = hudi_rows(path)
+    rows = sorted_rows(path, ("uuid", "ts", "fare"))
     before = tree(path)
     # (the recovery sweep would roll a running write without a heartbeat back: the clean only)
     running = sweep.startswith("clean")
@@ -144,7 +138,7 @@ def test_the_leftover_sweep_deletes_old_copies_and_keeps_young_and_pending_ones(
     if ".hoodie/.heartbeat/" not in before:
         after.pop(".hoodie/.heartbeat/", None)
     assert after == before
-    assert hudi_rows(path) == rows == our_rows(path)
+    assert sorted_rows(path, ("uuid", "ts", "fare")) == rows == our_rows(path)
 
 
 KILLED_COMPLETION = """
@@ -175,7 +169,7 @@ w.complete(inflight, encode_commit_metadata(md, table.config.layout))
 def test_a_completion_killed_before_its_link_is_recovered_and_its_copy_swept(tables, tmp_path, version):
     path = tmp_path / "t"
     shutil.copytree(tables[version], path)
-    rows = hudi_rows(path)
+    rows = sorted_rows(path, ("uuid", "ts", "fare"))
     proc = subprocess.run([sys.executable, "-c", KILLED_COMPLETION, str(path)], cwd=str(REPO), text=True,
                           capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr
@@ -184,7 +178,7 @@ def test_a_completion_killed_before_its_link_is_recovered_and_its_copy_swept(tab
     assert len(copies) == 1, os.listdir(timeline_dir(path))
     table = Table.open(str(path))
     assert table.timeline().get(instant).is_pending          # the copy is not read as a completion
-    assert our_rows(path) == rows == hudi_rows(path)
+    assert our_rows(path) == rows == sorted_rows(path, ("uuid", "ts", "fare"))
     # later: the write's heartbeat window and the table lock of the killed process have expired
     then = time.time() - OLD_S
     os.utime(timeline_dir(path) / copies[0], (then, then))
@@ -193,4 +187,4 @@ def test_a_completion_killed_before_its_link_is_recovered_and_its_copy_swept(tab
     assert [r.metrics.get("target") for r in results] == [instant]
     assert not (timeline_dir(path) / copies[0]).exists()
     assert Table.open(str(path)).timeline().get(instant) is None
-    assert hudi_rows(path) == rows == our_rows(path)
+    assert sorted_rows(path, ("uuid", "ts", "fare")) == rows == our_rows(path)

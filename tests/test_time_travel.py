@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
 from table_builders import compact_by_hand, tree, write_without_spark
 from tablesvc.cli.main import main
@@ -100,11 +100,6 @@ def copy(src: Path, tmp_path: Path) -> Path:
     return dst
 
 
-def hudi_rows(path: Path, as_of: str) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions().with_as_of_timestamp(as_of))
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in pa.Table.from_batches(batches).to_pylist()) if batches else []
-
-
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -170,7 +165,7 @@ def test_each_form_reads_the_rows_of_its_17_digit_instant(built, spark, tmp_path
         code, out, err = run(capsys, "read", str(path), "--as-of", form, "--output", str(out_file))
         assert code == 0, (form, out, err)
         ours = sorted((r["uuid"], r["ts"], r["fare"]) for r in pq.read_table(out_file).to_pylist())
-        theirs = hudi_rows(path, equivalent)
+        theirs = sorted_rows(path, ("uuid", "ts", "fare"), equivalent)
         assert ours == theirs, form
         seen.add(tuple(theirs))
     # the forms are told apart: before W2, W2 without W3 (same second), W3, and the compaction
@@ -180,7 +175,7 @@ def test_each_form_reads_the_rows_of_its_17_digit_instant(built, spark, tmp_path
     table = Table.open(str(path))
     for form, equivalent in FORMS[:3]:
         rows = sorted((r["uuid"], r["ts"], r["fare"]) for r in table.read(as_of=form, spark=spark).collect())
-        assert rows == hudi_rows(path, equivalent), form
+        assert rows == sorted_rows(path, ("uuid", "ts", "fare"), equivalent), form
 
 
 @pytest.mark.parametrize("version", [6, 8])
@@ -232,12 +227,12 @@ def test_a_pending_clean_counts_too(built, tmp_path, capsys, no_spark):
 @pytest.mark.spark
 def test_reads_from_the_earliest_commit_to_retain_on_match_hudi_rs_after_a_clean(built, tmp_path, spark):
     path = copy(built[8], tmp_path)
-    before = {t: hudi_rows(path, instant(t)) for t in (C1, W4)}
+    before = {t: sorted_rows(path, ("uuid", "ts", "fare"), instant(t)) for t in (C1, W4)}
     earliest = clean_keeping_two_commits(path)
     table = Table.open(str(path))
     for t in (C1, W4):
         rows = sorted((r["uuid"], r["ts"], r["fare"]) for r in table.read(as_of=instant(t), spark=spark).collect())
-        assert rows == hudi_rows(path, instant(t)) == before[t], t
+        assert rows == sorted_rows(path, ("uuid", "ts", "fare"), instant(t)) == before[t], t
     assert earliest == instant(C1)
 
 

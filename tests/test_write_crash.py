@@ -5,33 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import rows_by_key
 
 from tablesvc.table import Table, TableSpec
-from helpers import kill_tree, wait_for
+from helpers import files_named_with, kill_tree, wait_for
+from table_builders import six_digit_key_rows
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parent.parent
-
-
-def hudi_snapshot(path) -> dict[str, int]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions())
-    return {r["uuid"]: r["ts"] for r in pa.Table.from_batches(batches).to_pylist()} if batches else {}
-
-
-def batch(keys, ts) -> pa.Table:
-    return pa.table({"uuid": [f"k{k:06d}" for k in keys], "ts": [ts] * len(keys),
-                     "city": [("a", "b", "c")[k % 3] for k in keys]})
-
-
-def files_named_with(table_path: Path, instant: str) -> list[Path]:
-    return [p for p in table_path.rglob(f"*{instant}*") if ".hoodie" not in p.parts]
 
 
 def start_write(table_path: Path, input_path: Path) -> subprocess.Popen:
@@ -44,12 +29,13 @@ def start_write(table_path: Path, input_path: Path) -> subprocess.Popen:
 def test_kill_9_mid_write_leaves_readers_on_the_previous_state(tmp_path, spark, version, kill_point):
     table = Table.create(str(tmp_path / "t"), TableSpec("t", ("uuid",), "ts", ("city",), table_version=version,
                                                         num_buckets=2))
-    first = spark.createDataFrame(batch(range(0, 3000), 1).to_pylist(), "uuid string, ts long, city string")
+    first = spark.createDataFrame(six_digit_key_rows(range(0, 3000), 1).to_pylist(),
+                                  "uuid string, ts long, city string")
     table.upsert(first)
-    before = hudi_snapshot(table.base_path)
+    before = rows_by_key(table.base_path, "uuid", "ts")
     assert len(before) == 3000
 
-    pq.write_table(batch(range(0, 100_000), 2), tmp_path / "big.parquet")  # updates and inserts
+    pq.write_table(six_digit_key_rows(range(0, 100_000), 2), tmp_path / "big.parquet")  # updates and inserts
     proc = start_write(Path(table.base_path), tmp_path / "big.parquet")
     try:
         instant = wait_for(lambda: next((i.timestamp for i in Table.open(table.base_path).timeline().pending()),
@@ -64,13 +50,14 @@ def test_kill_9_mid_write_leaves_readers_on_the_previous_state(tmp_path, spark, 
 
     reopened = Table.open(table.base_path)
     assert [i.timestamp for i in reopened.timeline().pending()] == [instant]
-    assert hudi_snapshot(table.base_path) == before
+    assert rows_by_key(table.base_path, "uuid", "ts") == before
     ours = {r["uuid"]: r["ts"] for r in reopened.read(spark=spark).collect()}
     assert ours == before
 
     # The table stays writable: the next write commits and the failed one stays invisible.
-    nxt = spark.createDataFrame(batch(range(2990, 3010), 3).to_pylist(), "uuid string, ts long, city string")
+    nxt = spark.createDataFrame(six_digit_key_rows(range(2990, 3010), 3).to_pylist(),
+                                "uuid string, ts long, city string")
     reopened.upsert(nxt)
     expected = dict(before) | {f"k{k:06d}": 3 for k in range(2990, 3010)}
-    assert hudi_snapshot(table.base_path) == expected
+    assert rows_by_key(table.base_path, "uuid", "ts") == expected
     assert {r["uuid"]: r["ts"] for r in reopened.read(spark=spark).collect()} == expected

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import data_files, dictionary_encoded_columns
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import read_table
 
 from tablesvc.errors import InvalidInputError
 from tablesvc.fsview.names import PARTITION_METAFILE, BaseFileName, LogFileName
@@ -110,8 +110,7 @@ class Harness:
                 self.model[key] = row
 
     def check(self) -> list[dict]:
-        hudi = HudiTableBuilder.from_base_uri(str(self.path)).build()
-        got = pa.Table.from_batches(hudi.read(HudiReadOptions()))
+        got = read_table(self.path)
         rows = sorted(({c: r.get(c) for c in self.columns} for r in got.to_pylist()), key=lambda r: r["uuid"])
         want = sorted(({c: r.get(c) for c in self.columns} for r in self.model.values()), key=lambda r: r["uuid"])
         assert rows == want
@@ -689,15 +688,13 @@ def test_reinsert_after_delete_with_lower_ordering_value_follows_hudi(tmp_path, 
     """Event time: log records fold first (the re-insert beats the natural delete), then meet the
     base row once, and the base row's greater ordering value wins: the deleted row comes back.
     hudi-rs reads it so, and so does tablesvc (docs/merge-semantics.md §2)."""
-    from hudi import HudiReadOptions, HudiTableBuilder
-
     from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 
     h = Harness(tmp_path / "trips", version)
     h.commit(pa.Table.from_pylist(_rows(["k-000"], [100]), schema=BASE_SCHEMA), "upsert")
     h.commit(pa.Table.from_pylist(_rows(["k-000"], [0]), schema=BASE_SCHEMA), "delete")
     h.commit(pa.Table.from_pylist(_rows(["k-000"], [50], fare=9.0), schema=BASE_SCHEMA), "upsert")
-    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(h.path)).build().read(HudiReadOptions()))
+    theirs = read_table(h.path)
     table = Table.open(str(h.path))
     ctx = ReadContext.for_table(table)
     ours = pa.concat_tables([read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx)

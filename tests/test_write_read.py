@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hudi import HudiReadOptions, HudiTableBuilder
+from oracles.hudi_rs import sorted_rows
 
 from tablesvc.table import Table, TableSpec
 
@@ -49,16 +49,6 @@ class Model:
         return sorted(tuple(r.get(c) for c in columns) for r in self.rows.values())
 
 
-def hudi_rows(path: str, columns, as_of: str | None = None) -> list[tuple]:
-    t = HudiTableBuilder.from_base_uri(path).build()
-    opts = HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
-    batches = t.read(opts)
-    if not batches:
-        return []
-    tbl = pa.Table.from_batches(batches)
-    return sorted(tuple(r.get(c) for c in columns) for r in tbl.to_pylist())
-
-
 def our_rows(table: Table, spark, columns, as_of: str | None = None) -> list[tuple]:
     df = table.read(as_of=as_of, spark=spark)
     present = [c for c in columns if c in df.columns]
@@ -68,7 +58,7 @@ def our_rows(table: Table, spark, columns, as_of: str | None = None) -> list[tup
 def check(table, spark, model, columns, label):
     expected = model.snapshot(columns)
     assert our_rows(table, spark, columns) == expected, f"tablesvc read after {label}"
-    assert hudi_rows(table.base_path, columns) == expected, f"hudi-rs read after {label}"
+    assert sorted_rows(table.base_path, columns) == expected, f"hudi-rs read after {label}"
 
 
 def make_rows(rng, keys, ts, with_tip=False):
@@ -145,7 +135,7 @@ def test_many_batches_match_model_tablesvc_and_hudi_rs(tmp_path, spark, version)
         then.rows = rows
         expected = then.snapshot(columns)
         assert our_rows(table, spark, columns, as_of=instant) == expected, f"tablesvc as of {instant}"
-        assert hudi_rows(table.base_path, columns, as_of=instant) == expected, f"hudi-rs as of {instant}"
+        assert sorted_rows(table.base_path, columns, as_of=instant) == expected, f"hudi-rs as of {instant}"
 
     timeline = table.timeline()
     assert [i.timestamp for i in timeline.completed_writes()] == [h[0] for h in history]
@@ -285,7 +275,7 @@ def test_compound_and_odd_keys_land_in_their_buckets(tmp_path, spark):
                 model[row[:2]] = row
         table.upsert(spark.createDataFrame(rows, "uuid string, n long, ts long, city string"))
     cols = ("uuid", "n", "ts", "city")
-    assert hudi_rows(table.base_path, cols) == sorted(model.values())
+    assert sorted_rows(table.base_path, cols) == sorted(model.values())
     assert our_rows(table, spark, cols) == sorted(model.values())
     buckets = BucketSpec.from_props(table.config.props)
     groups = file_keys(path)
@@ -573,13 +563,13 @@ def test_a_blank_record_key_fails_the_write_and_changes_nothing(tmp_path, spark,
     cols = ("uuid", "n", "ts", "city")
     if not refused:  # one blank field of a compound key: Hudi's placeholder stands in for it
         table.upsert(spark.createDataFrame(rows, schema))
-        assert hudi_rows(table.base_path, ("_hoodie_record_key", "ts")) == sorted(
+        assert sorted_rows(table.base_path, ("_hoodie_record_key", "ts")) == sorted(
             [("uuid:a1,n:1", 1), ("uuid:a2,n:2", 1), ("uuid:k1,n:1", 5), ("uuid:__null__,n:3", 5)])
         return
     with pytest.raises(InvalidInputError, match=r"null record key or an empty one \(" + ", ".join(fields)):
         table.upsert(spark.createDataFrame(rows, schema))
     assert table_state(Table.open(table.base_path)) == before
-    assert hudi_rows(table.base_path, cols) == sorted(first)
+    assert sorted_rows(table.base_path, cols) == sorted(first)
 
 
 def test_an_input_without_rows_leaves_no_instant(tmp_path, spark):
@@ -594,4 +584,4 @@ def test_an_input_without_rows_leaves_no_instant(tmp_path, spark):
     for op in (table.insert, table.upsert, table.delete):
         assert op(spark.createDataFrame([], schema)) is None, op.__name__
         assert table_state(Table.open(table.base_path)) == before, op.__name__
-    assert hudi_rows(table.base_path, ("uuid", "ts", "city")) == [("a", 1, "chennai")]
+    assert sorted_rows(table.base_path, ("uuid", "ts", "city")) == [("a", 1, "chennai")]

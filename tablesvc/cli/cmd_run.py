@@ -7,8 +7,9 @@ import argparse
 import signal
 
 from tablesvc.cli.output import add_quiet_option, print_json, say
-from tablesvc.errors import InvalidInputError, UnsupportedTableError
+from tablesvc.errors import InvalidInputError
 from tablesvc.table import Table
+from tablesvc.table.writable import SERVICE, require_writable
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -36,10 +37,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.max_failures < 1:
         raise InvalidInputError(f"--max-failures must be at least 1 (got {args.max_failures})")
     for path in args.paths:  # every table is checked before anything runs (exit 2)
-        table = Table.open(path)
-        if table.config.has_metadata_table:
-            raise UnsupportedTableError(f"{table.base_path}: the table keeps a metadata table that tablesvc does not "
-                                        "update; its services would leave it stale, so tablesvc does not service it")
+        require_writable(Table.open(path), SERVICE)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,9 @@ from tablesvc.errors import ConfigError
 from timeline.storage import Storage, join
 
 TABLE_CONFIG_FILE = ".hoodie/tablesvc.yaml"
+# The layer of a plain mapping a library caller hands a service from Python: checked by the same
+# registry as a file, its errors left unprefixed (the caller holds the mapping, the key names it).
+GIVEN = "the configuration given"
 
 
 def parse_conf_pairs(pairs: Iterable[str]) -> dict[str, str]:
@@ -78,6 +81,8 @@ class ServiceConfig:
             return "the default"
         if where in ("--conf", "--config"):
             return where
+        if where == GIVEN:
+            return GIVEN
         if where == self.table_file:
             return f"the table's {TABLE_CONFIG_FILE}"
         return f"--config {where}"
@@ -85,8 +90,15 @@ class ServiceConfig:
 
 def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None = None,
                  yaml_where: str = "--config", table_yaml: str | None = None,
-                 table_yaml_where: str = TABLE_CONFIG_FILE) -> ServiceConfig:
-    layers: list[tuple[str, Mapping[str, str]]] = []
+                 table_yaml_where: str = TABLE_CONFIG_FILE,
+                 given: Mapping[str, Any] | None = None) -> ServiceConfig:
+    """The config of the layers given, each value parsed and checked by its registry key.
+
+    ``given``: a plain mapping from Python (its own layer, ``GIVEN``); a None or empty value there
+    means "not set", as it always has for services handed a mapping."""
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if given:
+        layers.append((GIVEN, {k: v for k, v in given.items() if v is not None and v != ""}))
     if table_yaml is not None:
         layers.append((table_yaml_where, load_yaml(table_yaml, table_yaml_where)))
     if yaml_text is not None:
@@ -101,6 +113,8 @@ def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None
             try:
                 values[key] = spec.value(raw) if spec else raw
             except ConfigError as e:
+                if where == GIVEN:
+                    raise
                 # Name the layer too: a bad value in the table's own file must be findable.
                 raise ConfigError(f"{where}: {e}") from None
             sources[key] = where

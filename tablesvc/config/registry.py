@@ -61,6 +61,11 @@ class CleanerPolicy(enum.Enum):
     KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
 
 
+# hoodie.compact.inline.trigger.strategy (tablesvc/services/compaction/triggers.py says what each means)
+COMPACTION_TRIGGER_STRATEGIES = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME",
+                                 "NUM_OR_TIME")
+
+
 @dataclass(frozen=True)
 class ConfigKey:
     key: str
@@ -77,9 +82,8 @@ _KEYS = [
     ConfigKey("hoodie.compact.inline", False, _parse_bool, "Run compaction after each write when due."),
     ConfigKey("hoodie.compact.schedule.inline", False, _parse_bool,
               "Schedule compaction after each write when due; execute it elsewhere."),
-    ConfigKey("hoodie.compact.inline.trigger.strategy", "NUM_COMMITS",
-              _parse_choice("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME",
-                            "NUM_OR_TIME"), "When compaction is due."),
+    ConfigKey("hoodie.compact.inline.trigger.strategy", COMPACTION_TRIGGER_STRATEGIES[0],
+              _parse_choice(*COMPACTION_TRIGGER_STRATEGIES), "When compaction is due."),
     ConfigKey("hoodie.compact.inline.max.delta.commits", 5, _parse_int(1),
               "Delta commits since the last compaction that make one due."),
     ConfigKey("hoodie.compact.inline.max.delta.seconds", 3600, _parse_int(0),

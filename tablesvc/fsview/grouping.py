@@ -11,7 +11,7 @@ was 82-85% of planning time), so it keeps Python work per file to a minimum:
 * a file group's logs are parallel lists (``LogColumns``), ordered and cut into slices with
   ``sorted``/``map``/``bisect`` (C loops), not one tuple or object per file;
 * a slice holds those raw lists until a caller reads its ``base_file`` / ``log_files``; only then
-  are the frozen objects made (``materialize_*``).  The clean planner needs the names of the
+  are the frozen objects made (``materialize_*``, model.py).  The clean planner needs the names of the
   slices it deletes, the compaction planner names and instants of the latest slices: neither
   makes an object per data file.
 """
@@ -23,16 +23,13 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import groupby
 from operator import methodcaller
-from typing import TYPE_CHECKING
 
 from tablesvc.errors import FileNameError
+from tablesvc.fsview.model import FileGroup, FileSlice, _base_name, _new, _set
 from tablesvc.fsview.names import PARTITION_METAFILE, BaseFileName, LogFileName
 from tablesvc.fsview.sizes import sizes_by_folder
 from timeline.active import Timeline
 from timeline.storage import Storage
-
-if TYPE_CHECKING:
-    from tablesvc.fsview.view import BaseFile, FileGroup, LogFile
 
 # A visible base file while grouping: (stored name, file id, write token, instant), with the
 # BaseFileName appended when its spelling differs from the stored name (never, in practice).
@@ -41,8 +38,6 @@ _LOG_FORMAT = ".{}_{}.log.{}_{}".format
 _NOT_FID_CHARS = {ord(c): None for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-"}
 _INSTANT_LENGTHS = frozenset({14, 17})
 _dashes = methodcaller("count", "-")
-_new = object.__new__
-_set = object.__setattr__
 _MARKERS = (PARTITION_METAFILE, f"{PARTITION_METAFILE}.parquet")
 
 
@@ -300,15 +295,8 @@ def _drop_gone(visible: VisibleFiles, size_of: dict) -> None:
             del logs[fid]
 
 
-def _base_name(e: tuple) -> str:
-    """The base file's name as ``BaseFileName.name`` spells it (what the view orders by)."""
-    return e[4].name if len(e) == 5 else e[0]
-
-
 def _group(partition: str, folder: str, fid: str, bases: list | None, logs: LogColumns | None,
            rules: GroupingRules, size_of: dict | None) -> "FileGroup":
-    from tablesvc.fsview.view import FileGroup, FileSlice
-
     by_instant: dict[str, tuple] = {}
     if bases:
         # Two base files for one instant only exist after a failed task attempt; keep the first
@@ -364,63 +352,3 @@ def _slice_logs(logs: LogColumns, base_instants: list[str], rules: GroupingRules
         for instant, at in by_own.items():
             out[instant] = ordered.take(at)
     return out
-
-
-# -- what FileSlice asks of its raw entries ---------------------------------------------------------
-# raw = (folder, base entry or None, LogColumns in slice order or None, sizes by stored name or None);
-# never changed once built, so a slice can be read from several threads.
-def raw_file_names(raw: tuple) -> tuple[str, ...]:
-    """``FileSlice.file_names`` of a slice not yet materialized."""
-    _, b, cols, _ = raw
-    head = () if b is None else (_base_name(b),)
-    return head + tuple(cols.file_names()) if cols else head
-
-
-def raw_log_columns(raw: tuple) -> tuple[list[str], list[str], list[str], list[str]]:
-    """``FileSlice.log_columns`` of a slice not yet materialized."""
-    folder, _, cols, _ = raw
-    if not cols:
-        return [], [], [], []
-    return [folder] * len(cols), cols.names, cols.file_names(), cols.instants
-
-
-def materialize_base(raw: tuple) -> "BaseFile | None":
-    """``base_file`` of a slice from its raw entries: the frozen objects, each made in one step
-    (the fields the generated ``__init__`` would set, already valid)."""
-    from tablesvc.fsview.view import BaseFile
-
-    folder, b, _, size_of = raw
-    if b is None:
-        return None
-    if len(b) == 5:
-        bn = b[4]
-    else:
-        bn = _new(BaseFileName)
-        stored = b[0]
-        _set(bn, "__dict__", {"file_id": b[1], "write_token": b[2], "instant": b[3],
-                              "extension": stored[stored.rindex(".") + 1:]})
-    base_file = _new(BaseFile)
-    _set(base_file, "__dict__", {"name": bn, "path": f"{folder}/{b[0]}",
-                                 "size": None if size_of is None else size_of[b[0]]})
-    return base_file
-
-
-def materialize_logs(raw: tuple, file_id: str) -> tuple["LogFile", ...]:
-    """``log_files`` of a slice from its raw entries, as ``materialize_base``."""
-    from tablesvc.fsview.view import LogFile
-
-    folder, _, cols, size_of = raw
-    if not cols:
-        return ()
-    parsed = cols.parsed or [None] * len(cols)
-    log_files = []
-    for stored, instant, version, token, ln in zip(cols.names, cols.instants, cols.versions, cols.tokens, parsed):
-        if ln is None:
-            ln = _new(LogFileName)
-            _set(ln, "__dict__", {"file_id": file_id, "instant": instant, "version": int(version),
-                                  "write_token": token, "extension": "log", "cdc": False})
-        lf = _new(LogFile)
-        _set(lf, "__dict__", {"name": ln, "path": f"{folder}/{stored}",
-                              "size": None if size_of is None else size_of[stored]})
-        log_files.append(lf)
-    return tuple(log_files)

@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tablesvc.fsview.grouping import (GroupingRules, file_groups, materialize_base, materialize_logs,
-                                     raw_file_names, raw_log_columns, visible_files, with_sizes)
-from tablesvc.fsview.names import BaseFileName, LogFileName
+from tablesvc.fsview.grouping import GroupingRules, file_groups, visible_files, with_sizes
+# the model lives in model.py; its names stay importable from here
+from tablesvc.fsview.model import BaseFile, FileGroup, FileSlice, LogFile  # noqa: F401
 from tablesvc.fsview.partitions import discover_partitions
 from timeline.active import Timeline, gc_paused
 from timeline.instant import Action, TimelineLayout
@@ -33,105 +33,6 @@ from timeline.storage import Storage, join
 
 if TYPE_CHECKING:  # the table package imports this module; avoid the cycle at run time
     from tablesvc.table.config import TableConfig
-
-
-@dataclass(frozen=True)
-class _StoredFile:
-    name: BaseFileName | LogFileName
-    path: str
-    size: int | None     # None when the view was built without sizes (FileSystemView.build)
-
-    @property
-    def file_name(self) -> str:
-        return self.name.name
-
-
-@dataclass(frozen=True)
-class BaseFile(_StoredFile):
-    """A base (parquet) file; ``name`` is a ``BaseFileName``."""
-
-
-@dataclass(frozen=True)
-class LogFile(_StoredFile):
-    """A log file; ``name`` is a ``LogFileName``."""
-
-
-_LAZY_FIELDS = frozenset({"base_file", "log_files"})
-
-
-@dataclass(frozen=True)
-class FileSlice:
-    partition: str
-    file_id: str
-    base_instant: str
-    base_file: BaseFile | None
-    log_files: tuple[LogFile, ...]
-
-    @property
-    def file_names(self) -> tuple[str, ...]:
-        raw = self.__dict__.get("_raw")
-        if raw is not None and "log_files" not in self.__dict__:
-            return raw_file_names(raw)
-        head = (self.base_file.file_name,) if self.base_file else ()
-        return head + tuple(lf.file_name for lf in self.log_files)
-
-    @property
-    def total_size(self) -> int | None:
-        """Bytes of the base file and the log files; None when the view was built without sizes."""
-        sizes = [f.size for f in ((self.base_file,) if self.base_file else ()) + tuple(self.log_files)]
-        return None if any(v is None for v in sizes) else sum(sizes)
-
-    def log_columns(self) -> tuple[list[str], list[str], list[str], list[str]]:
-        """The log files as parallel lists, in order: (folder, stored name, file name as
-        ``LogFileName`` spells it, instant) of each.  What planners read of many slices, without
-        an object per log file (read-only: the lists may be the slice's own)."""
-        raw = self.__dict__.get("_raw")
-        if raw is not None and "log_files" not in self.__dict__:
-            return raw_log_columns(raw)
-        folders, stored = [], []
-        for lf in self.log_files:
-            folder, _, name = lf.path.rpartition("/")
-            folders.append(folder)
-            stored.append(name)
-        return folders, stored, [lf.file_name for lf in self.log_files], [lf.name.instant for lf in self.log_files]
-
-    # A slice the view builds holds its files as plain lists and tuples (``_raw``) until
-    # ``base_file`` or ``log_files`` is first read: a table has one object per data file otherwise,
-    # and planners look at a fraction of them (grouping.py).  Equality, hashing, repr and replace() read the
-    # fields, so they see the objects; a pickled slice carries the objects, not the tuples.
-    def __getattr__(self, name: str):    # only called when the attribute is not set
-        fields = self.__dict__
-        raw = fields.get("_raw")
-        if raw is not None and name in _LAZY_FIELDS:
-            # (another thread may be doing the same: it makes equal objects)
-            fields[name] = materialize_base(raw) if name == "base_file" else materialize_logs(raw, fields["file_id"])
-            if "base_file" in fields and "log_files" in fields:
-                fields.pop("_raw", None)
-        if name in _LAZY_FIELDS and name in fields:
-            return fields[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def __getstate__(self) -> dict:
-        if "_raw" in self.__dict__:
-            self.__getattr__("base_file")
-            self.__getattr__("log_files")
-        return dict(self.__dict__)
-
-    def describe(self) -> dict[str, object]:
-        return {"partition": self.partition, "file_id": self.file_id, "base_instant": self.base_instant,
-                "base_file": self.base_file.file_name if self.base_file else None,
-                "log_files": [lf.file_name for lf in self.log_files]}
-
-
-@dataclass(frozen=True)
-class FileGroup:
-    partition: str
-    file_id: str
-    slices: tuple[FileSlice, ...]   # ascending by base instant
-
-    def latest_slice(self, as_of: str | None = None) -> FileSlice | None:
-        candidates = [s for s in self.slices if as_of is None or s.base_instant <= as_of]
-        return candidates[-1] if candidates else None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from tablesvc.runner.jobs import Job, JobKind, is_pending, pending_jobs
 from tablesvc.services.plan_execution import HEARTBEAT_INTERVAL_KEY, HEARTBEAT_MISSES_KEY
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.table import Table
+from tablesvc.table.writable import SERVICE, is_writable
 from timeline.clock import Clock, SystemClock
 from timeline.lease import Lease, LeaseLostError, LeaseStore
 
@@ -247,12 +249,9 @@ class Runner:
         return self._spark
 
     def _say(self, message: str) -> None:
-        from tablesvc.cli.output import say
-
-        say(f"[{self.settings.owner}] {message}", self.out)
+        # What cli.output.say does, written here: the runner sits below the CLI (docs/architecture.md).
+        (self.out or sys.stdout).write(f"[{self.settings.owner}] {message}\n")
         if self.out is None:
-            import sys
-
             sys.stdout.flush()
 
 
@@ -322,7 +321,7 @@ def schedule_due(table: Table, config: ServiceConfig) -> list[ServiceResult]:
     """Schedule what the configuration says is due: compaction (trigger strategy), log
     compaction (``hoodie.log.compaction.enable`` and the block threshold), clean
     (``hoodie.clean.automatic``).  Plans only; jobs execute them."""
-    if not table.config.is_mor or table.config.has_metadata_table:
+    if not table.config.is_mor or not is_writable(table, SERVICE):
         return []
     from tablesvc.services.clean import schedule_clean
     from tablesvc.services.compaction import schedule_compaction

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from tablesvc.config.loader import ServiceConfig
 from tablesvc.errors import ConflictError, InvalidInputError, UnknownInstantError
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.table.writable import CLEAN, is_writable
 from timeline.active import Timeline
 from timeline.instant import Instant
 
@@ -101,7 +102,7 @@ def _clean(table, config: ServiceConfig, timeline: Timeline) -> list[ServiceResu
     from tablesvc.services.rollback.executor import remove_leftovers
     from timeline.instant import Action
 
-    if table.config.has_metadata_table or timeline.pending(Action.CLEAN):
+    if not is_writable(table, CLEAN) or timeline.pending(Action.CLEAN):
         return run_clean(table, config)     # refuses the table / finishes the pending cleans first
     reason = nothing_to_clean(table, config, timeline)
     if reason is None:

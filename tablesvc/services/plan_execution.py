@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 import pyarrow as pa
 
 from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
-from tablesvc.config.values import config_value
+from tablesvc.config.values import service_config
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.storage import discard_partial_copies
 from tablesvc.write.markers import delete_markers, list_markers
@@ -111,9 +111,9 @@ def rel_path(partition: str, name: str) -> str:
 
 
 def heartbeat_settings(config: Any) -> tuple[int, int]:
-    """(interval ms, tolerable misses) from the layered config (Hudi's defaults: 60 s, 2)."""
-    return (int(config_value(config, HEARTBEAT_INTERVAL_KEY, 60_000)),
-            int(config_value(config, HEARTBEAT_MISSES_KEY, 2)))
+    """(interval ms, tolerable misses): defaults (Hudi's: 60 s, 2) and checks are the registry's."""
+    config = service_config(config)
+    return config.get(HEARTBEAT_INTERVAL_KEY), config.get(HEARTBEAT_MISSES_KEY)
 
 
 def spark_session(spark):

@@ -25,6 +25,9 @@ Steps, and what a crash at each one leaves (docs/write-path.md has the full tabl
    any failure, removes ``T`` again instead (``_abort``).
 
 Until step 6 readers see nothing of T: its files carry an instant that is not completed.
+
+Step 1 is ``prepare_write``, steps 2-6 ``run_write``.  The write as an action (the eager
+rollback between them, the inline services after the commit) is ``tablesvc/services/write.py``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tablesvc.config.values import registered_value
-from tablesvc.errors import InvalidInputError, TablesvcError, UnsupportedTableError
+from tablesvc.errors import InvalidInputError, TablesvcError
 from tablesvc.fsview.names import new_file_id
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.spark.errors import translate_task_error
@@ -53,6 +56,7 @@ from tablesvc.spark.write_groups import (FG_COLUMN, GROUP_COLUMN, consecutive_gr
 from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for
 from tablesvc.table.config import MergeMode
+from tablesvc.table.writable import WRITE, require_writable
 from tablesvc.write import (DEFAULT_PARTITION_PATH, BucketSpec, FileGroupTarget, KeySpec, WriteContext,
                             add_key_columns, bucket_file_id, bucket_of_file_id, combine_in_batch, delete_markers,
                             list_markers, reconcile_schema, write_file_group)
@@ -508,28 +512,39 @@ def _abort(table, instant) -> None:
     table.timeline_writer.remove_pending(instant)
 
 
-def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
-                    log_block_format: str | None = None, config=None) -> WriteResult | None:
-    """Write a Spark DataFrame into ``table``; ``None`` when the input is empty (nothing to do).
+@dataclass(frozen=True)
+class PreparedWrite:
+    """A write checked and ready to run (``prepare_write``): nothing of the table changed yet."""
+    table: object
+    table_config: object        # table.config as the checks read it
+    df: object                  # the input DataFrame
+    op: Operation
+    started: float              # time.monotonic() when the write began (WriteResult.seconds)
+    config: object              # the ServiceConfig in force
+    data_schema: str            # the table schema after this write (Avro JSON)
+    data_columns: tuple[str, ...]
+    key_spec: KeySpec
+    bucket: BucketSpec | None
+    jvm_route: object           # routing in Spark expressions, or None (routed in Python)
+    log_block_format: str
+
+
+def prepare_write(table, df, operation: str | Operation = Operation.UPSERT, *,
+                  log_block_format: str | None = None, config=None) -> PreparedWrite | None:
+    """Step 1 of a write, before any table change: the table and input schema checked, the
+    schema reconciled, routing chosen, the executors checked.  ``None`` when a delete meets a
+    table that was never written (nothing to do).
 
     ``log_block_format`` (avro or parquet) defaults to ``hoodie.logfile.data.block.format``
-    in ``config``.
-
-    After the commit, the inline services ``config`` enables run in the same Spark session
-    (docs/services.md); ``config`` defaults to the table's ``.hoodie/tablesvc.yaml`` over
-    the built-in defaults.
+    in ``config``; ``config`` defaults to the table's ``.hoodie/tablesvc.yaml`` over the
+    built-in defaults.  The write as an action (eager rollback, this, ``run_write``, the
+    inline services) is ``tablesvc/services/write.py``.
     """
     op = operation if isinstance(operation, Operation) else Operation.parse(operation)
     started = time.monotonic()
     spark = df.sparkSession
+    require_writable(table, WRITE)
     cfg = table.config
-    if cfg.has_metadata_table:
-        raise UnsupportedTableError(
-            f"{table.base_path}: the table keeps a metadata table (hoodie.table.metadata.partitions="
-            f"{','.join(cfg.metadata_partitions)}) that tablesvc does not update; readers listing through it "
-            "would miss new files, so tablesvc refuses to write")
-    if not cfg.is_mor:
-        raise UnsupportedTableError(f"{table.base_path}: tablesvc writes merge-on-read tables only")
     incoming = _arrow_schema(df)
     check_input_schema(incoming, table, op)
     timeline = table.timeline()
@@ -558,11 +573,24 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     # The executors must run this write's tasks (tablesvc's code shipped to them if they lack
     # it): known before the first table change, not from a task failing mid-write.
     prepare_executors(spark)
-    # Hudi's EAGER failed-writes policy: a write killed earlier is rolled back before this
-    # one starts, so one crash never blocks the table (docs/rollback.md).
-    from tablesvc.services.rollback import eager_rollback
+    return PreparedWrite(table=table, table_config=cfg, df=df, op=op, started=started, config=config, data_schema=data_schema,
+                         data_columns=data_columns, key_spec=key_spec, bucket=bucket, jvm_route=jvm_route,
+                         log_block_format=log_block_format)
 
-    rolled_back = eager_rollback(table, config=config)
+
+def run_write(prepared: PreparedWrite, v6_pending_compaction_targets) -> WriteResult | None:
+    """Steps 2-6 of a write: request and start the instant (heartbeat first), route, run the
+    write job, commit, or undo it all (``_abort``).  ``None`` when the input has no row.  The
+    result carries no services and the seconds so far (the action adds both).
+
+    ``v6_pending_compaction_targets(table, targets)``: the compaction planner's rule for v6
+    tables (a log joins the slice of a pending compaction plan), passed in by the action:
+    spark/ sits below services/ (docs/architecture.md)."""
+    table, df, op, config = prepared.table, prepared.df, prepared.op, prepared.config
+    data_schema, data_columns, log_block_format = prepared.data_schema, prepared.data_columns, prepared.log_block_format
+    key_spec, bucket, jvm_route = prepared.key_spec, prepared.bucket, prepared.jvm_route
+    spark = df.sparkSession
+    cfg = prepared.table_config
     writer = table.timeline_writer
     beating: list[Heartbeat] = []
 
@@ -615,8 +643,6 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
             # Compaction, v6 only (docs/compaction.md): a file group in a pending compaction plan C
             # takes its new log into slice C (named with base instant C), or C's completion would hide
             # it.  v8/v9 need nothing: a log joins the slice its completion time falls into.
-            from tablesvc.services.compaction.planner import v6_pending_compaction_targets
-
             targets = v6_pending_compaction_targets(table, targets)
         ctx = WriteContext(base_path=table.base_path, table_name=cfg.name, table_version=cfg.version,
                            instant=instant.timestamp, data_schema_json=data_schema,
@@ -669,9 +695,6 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     finally:
         heartbeat.stop()
     delete_markers(table.storage, table.base_path, instant.timestamp)
-    from tablesvc.services.inline import run_inline_services
-
-    services = tuple(rolled_back) + tuple(run_inline_services(table, config, spark))
     all_stats = [s for v in stats.values() for s in v]
     return WriteResult(
         instant=instant.timestamp, operation=op.hudi_name, files_written=len(all_stats),
@@ -680,7 +703,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
         updates=sum(s.num_update_writes or 0 for s in all_stats),
         deletes=sum(s.num_deletes or 0 for s in all_stats),
         file_groups_created=sum(1 for s in all_stats if s.prev_commit in (None, "null")),
-        seconds=round(time.monotonic() - started, 3), services=services)
+        seconds=round(time.monotonic() - prepared.started, 3))
 
 
 def _check_one_file_per_group(instant: str, stats: dict[str, list[WriteStat]], bucket: BucketSpec | None) -> None:

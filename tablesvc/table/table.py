@@ -97,7 +97,7 @@ class Table:
         """Write a Spark DataFrame (insert, upsert or delete); returns a ``WriteResult`` or
         ``None`` when there was nothing to write.  ``options``: Hudi keys (inline services,
         log block format, …) over the table's config; ``config=`` a ready ``ServiceConfig``."""
-        from tablesvc.spark.write_job import write_dataframe
+        from tablesvc.services.write import write_dataframe
 
         if options is not None:
             if kwargs.get("config") is not None:

@@ -20,21 +20,14 @@ from __future__ import annotations
 import time
 
 from tablesvc.config.loader import ServiceConfig
-from tablesvc.errors import UnsupportedTableError
 from tablesvc.services.clean.planner import plan_clean
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.services.rollback.executor import remove_leftovers
+from tablesvc.table.writable import CLEAN, require_writable
 from timeline.errors import IllegalTransitionError, InstantExistsError
 from timeline.instant import Action, Instant, State
 from timeline.payloads import (CleanerPlan, CleanMetadata, CleanPartitionMetadata, decode_cleaner_plan,
                                encode_clean_metadata, encode_cleaner_plan)
-
-
-def _refuse_metadata_table(table) -> None:
-    if table.config.has_metadata_table:
-        raise UnsupportedTableError(
-            f"{table.base_path}: the table keeps a metadata table that tablesvc does not update; "
-            "cleaning would leave it listing deleted files, so tablesvc refuses to clean")
 
 
 def _execute(table, requested: Instant, plan: CleanerPlan, fence=None) -> ServiceResult:
@@ -116,7 +109,7 @@ def schedule_clean(table, config: ServiceConfig) -> ServiceResult:
     """Plan a clean and persist it as ``T.clean.requested`` without executing it (for the
     async runner).  Nothing is planned while another clean is pending: it would list the
     same files."""
-    _refuse_metadata_table(table)
+    require_writable(table, CLEAN)
     pending = table.timeline().pending(Action.CLEAN)
     if pending:
         return ServiceResult("clean", Status.NOTHING_TO_DO, None, f"clean {pending[0].timestamp} is pending")
@@ -136,7 +129,7 @@ def schedule_clean(table, config: ServiceConfig) -> ServiceResult:
 
 def run_clean(table, config: ServiceConfig, *, dry_run: bool = False) -> list[ServiceResult]:
     """Finish pending cleans, then plan and execute a new one if anything is due."""
-    _refuse_metadata_table(table)
+    require_writable(table, CLEAN)
     if dry_run:
         planned = plan_clean(table, config)
         files = [f for v in (planned.plan.files_to_delete().values() if planned.plan else []) for f in v]

@@ -9,12 +9,12 @@ from tablesvc.services.compaction.executor import (
     CompactionTask, compact_file_group, list_compactions, run_compaction,
 )
 from tablesvc.services.compaction.planner import (
-    build_plan, check_supported, pending_compaction_plans, schedule_compaction, v6_pending_compaction_targets,
+    build_plan, pending_compaction_plans, schedule_compaction, v6_pending_compaction_targets,
 )
 from tablesvc.services.compaction.triggers import STRATEGIES, compaction_due
 
 __all__ = [
-    "CompactionTask", "STRATEGIES", "build_plan", "check_supported", "compact_file_group", "compaction_due",
+    "CompactionTask", "STRATEGIES", "build_plan", "compact_file_group", "compaction_due",
     "list_compactions", "pending_compaction_plans", "run_compaction", "schedule_compaction",
     "v6_pending_compaction_targets",
 ]

@@ -34,12 +34,13 @@ from tablesvc.errors import ConflictError, InvalidInputError
 from tablesvc.fsview.names import BaseFileName, LogFileName
 from tablesvc.logformat import avro_schema_to_arrow
 from tablesvc.merge import ReadContext, SliceSpec, open_merged_slice
-from tablesvc.services.compaction.planner import ACTION, check_supported, schedule_compaction
+from tablesvc.services.compaction.planner import ACTION, schedule_compaction
 from tablesvc.services.plan_execution import (
     Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, refuse_shared_file_groups,
     rel_path, remove_orphans, run_file_group_tasks, run_plans, start_plan, total,
 )
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.table.writable import COMPACT, require_writable
 from tablesvc.write.markers import IOType, create_marker
 from tablesvc.write.parquet_encoding import (
     align_keeping_encodings, arrow_bytes, constant_strings, dictionary_columns, encoded_columns, share_dictionaries,
@@ -293,7 +294,7 @@ def run_compaction(table, instant: str | None = None, *, spark=None, sort_column
     (``get_spark()``), needed only when there is a plan to run.  ``in_process``: run the file
     groups in this process one after the other, through the table's own storage, and start no
     Spark (small tables; the model-based test, which injects crashes through that storage)."""
-    check_supported(table)
+    require_writable(table, COMPACT)
     sort_columns = tuple(c.strip() for c in (sort_columns or ()) if c and c.strip())
     return run_plans(instant, lambda: [i.timestamp for i in table.timeline().pending_compactions()],
                      lambda: schedule_compaction(table, config, force=True),

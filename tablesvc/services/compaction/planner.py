@@ -19,44 +19,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tablesvc.config.values import config_value
-from tablesvc.errors import UnsupportedTableError
+from tablesvc.config.values import service_config
 from tablesvc.fsview.names import LogFileName
 from tablesvc.fsview.sizes import sizes_by_folder
 from tablesvc.fsview.view import FileSlice, FileSystemView
 from tablesvc.services.compaction.triggers import compaction_due
 from tablesvc.services.plan_execution import pending_plan_file_groups, schedule_plan
 from tablesvc.services.result import ServiceResult
-from tablesvc.table.config import MergeMode
+from tablesvc.table.writable import COMPACT, require_writable
 from timeline.active import Timeline
 from timeline.instant import Action
 from timeline.payloads import CompactionOperation, CompactionPlan
 
 ACTION = "compaction"
 TARGET_IO_KEY = "hoodie.compaction.target.io"
-DEFAULT_TARGET_IO_MB = 500 * 1024          # Hudi's default: 500 GB per compaction
 MB = 1024 * 1024
 # Pending actions that count as writes for the v6 rule (they add files to file slices).
 _WRITE_ACTIONS = (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING,
                   Action.LOG_COMPACTION)
-
-
-def check_supported(table) -> None:
-    """Refuse tables whose compaction tablesvc cannot do safely (exit code 2)."""
-    cfg = table.config
-    if cfg.has_metadata_table:
-        raise UnsupportedTableError(
-            f"{table.base_path}: the table keeps a metadata table (hoodie.table.metadata.partitions="
-            f"{','.join(cfg.metadata_partitions) or '-'}) that tablesvc does not update; readers listing "
-            "through it would miss the compacted base files, so tablesvc refuses to compact it")
-    if not cfg.is_mor:
-        raise UnsupportedTableError(f"{table.base_path}: compaction applies to merge-on-read tables only")
-    if cfg.merge_mode is MergeMode.CUSTOM:
-        raise UnsupportedTableError(f"{table.base_path}: merge mode CUSTOM needs a record merger tablesvc "
-                                    "does not have; compaction must merge exactly as the reader does")
-    if not cfg.populate_meta_fields:
-        raise UnsupportedTableError(f"{table.base_path}: hoodie.populate.meta.fields=false: without stored "
-                                    "record keys a compaction cannot merge records")
 
 
 def pinned_file_groups(table, timeline: Timeline) -> dict[tuple[str, str], str]:
@@ -160,6 +140,7 @@ def pending_writes(timeline: Timeline) -> list[str]:
 
 def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[CompactionPlan | None, str, dict]:
     """The plan for the table as ``timeline`` shows it, or (None, why not, {})."""
+    config = service_config(config)   # checked whatever the table holds: a plain mapping too
     # The executor merges with the schema of the latest completed write's commit metadata: a
     # plan over a commit file that does not decode could never run, so none is written
     # (``PayloadError`` names the file; log compaction's planner reads it too).
@@ -198,7 +179,7 @@ def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[Compactio
                           "compaction, log compaction or clustering plan"), {}
         return None, "no file group has log files of completed delta commits", {}
     candidates.sort(key=lambda c: (-c.log_bytes, c.slice.partition, c.slice.file_id))
-    target_io = float(config_value(config, TARGET_IO_KEY, DEFAULT_TARGET_IO_MB))
+    target_io = float(config.get(TARGET_IO_KEY))   # Hudi's default: 500 GB per compaction
     chosen: list[CompactionOperation] = []
     remaining = target_io
     for c in candidates:  # Hudi's BoundedIOCompactionStrategy: stop once the budget is spent
@@ -223,7 +204,7 @@ def schedule_compaction(table, config: Any = None, *, force: bool = False,
 
     ``force`` skips the trigger (a manual request); ``instant`` fixes C (it must be later
     than every time on the timeline)."""
-    check_supported(table)
+    require_writable(table, COMPACT)
 
     def build(timeline: Timeline) -> tuple[CompactionPlan | None, str, dict]:
         if not force:
@@ -235,5 +216,5 @@ def schedule_compaction(table, config: Any = None, *, force: bool = False,
     return schedule_plan(table, Action.COMPACTION, ACTION, build, instant)
 
 
-__all__ = ["ACTION", "TARGET_IO_KEY", "build_plan", "check_supported", "pending_compaction_plans",
+__all__ = ["ACTION", "TARGET_IO_KEY", "build_plan", "pending_compaction_plans",
            "pinned_file_groups", "schedule_compaction", "v6_pending_compaction_targets"]

@@ -16,36 +16,17 @@ from __future__ import annotations
 from datetime import timezone, tzinfo
 from typing import Any
 
-from tablesvc.config.values import config_value
-from tablesvc.errors import ConfigError
+from tablesvc.config.registry import COMPACTION_TRIGGER_STRATEGIES as STRATEGIES
+from tablesvc.config.values import service_config
 from timeline.active import Timeline
 from timeline.clock import Clock
 from timeline.instant import Action, Instant, State
 from timeline.instant_time import parse_instant
 
+# The keys, their defaults and their checks are the registry's (tablesvc/config/registry.py).
 STRATEGY_KEY = "hoodie.compact.inline.trigger.strategy"
 MAX_COMMITS_KEY = "hoodie.compact.inline.max.delta.commits"
 MAX_SECONDS_KEY = "hoodie.compact.inline.max.delta.seconds"
-STRATEGIES = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME")
-_DEFAULTS = {STRATEGY_KEY: "NUM_COMMITS", MAX_COMMITS_KEY: 5, MAX_SECONDS_KEY: 3600}
-
-
-def _int(config: Any, key: str) -> int:
-    raw = config_value(config, key, _DEFAULTS[key])
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
-    if value < 0:
-        raise ConfigError(f"{key}: must be >= 0, got {value}")
-    return value
-
-
-def _strategy(config: Any) -> str:
-    raw = str(config_value(config, STRATEGY_KEY, _DEFAULTS[STRATEGY_KEY])).strip().upper()
-    if raw not in STRATEGIES:
-        raise ConfigError(f"{STRATEGY_KEY}: expected one of {', '.join(STRATEGIES)}, got {raw!r}")
-    return raw
 
 
 # The three questions below walk the timeline from its newest end and stop at the answer: the last
@@ -72,9 +53,10 @@ def delta_commits_since(timeline: Timeline, after: str | None) -> list[Instant]:
 def compaction_due(timeline: Timeline, config: Any, clock: Clock, *,
                    tz: tzinfo = timezone.utc) -> tuple[bool, str]:
     """(due, reason): the reason always says what was counted against which threshold."""
-    strategy = _strategy(config)
-    max_commits = _int(config, MAX_COMMITS_KEY)
-    max_seconds = _int(config, MAX_SECONDS_KEY)
+    config = service_config(config)   # a plain mapping is checked by the registry too
+    strategy = config.get(STRATEGY_KEY)
+    max_commits = config.get(MAX_COMMITS_KEY)
+    max_seconds = config.get(MAX_SECONDS_KEY)
     anchor = last_requested_compaction(timeline) if strategy == "NUM_COMMITS_AFTER_LAST_REQUEST" \
         else last_completed_compaction(timeline)
     since = "the last compaction request" if strategy == "NUM_COMMITS_AFTER_LAST_REQUEST" else \
@@ -111,5 +93,5 @@ def compaction_due(timeline: Timeline, config: Any, clock: Clock, *,
     return due, f"{text} ({strategy})"
 
 
-__all__ = ["STRATEGIES", "compaction_due", "config_value", "delta_commits_since", "last_completed_compaction",
+__all__ = ["STRATEGIES", "compaction_due", "delta_commits_since", "last_completed_compaction",
            "last_requested_compaction"]

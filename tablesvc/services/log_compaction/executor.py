@@ -41,9 +41,9 @@ from tablesvc.services.plan_execution import (
     Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, refuse_shared_file_groups,
     rel_path, remove_orphans, run_file_group_tasks, run_plans, start_plan, total,
 )
-from tablesvc.services.compaction.planner import check_supported
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.table.writable import LOG_COMPACT, require_writable
 from tablesvc.write.file_group_writer import log_data_block, write_new_log_file
 from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
 from timeline.instant import Action, Instant, State
@@ -323,7 +323,7 @@ def run_log_compaction(table, instant: str | None = None, *, spark=None, config:
     """Run ``instant``'s plan; else every pending plan, oldest first; else schedule one (threshold
     lowered as by ``force``) and run it.  ``spark``: a SparkSession, a function returning one,
     or None (run the tasks in this process)."""
-    check_supported(table)
+    require_writable(table, LOG_COMPACT)
     return run_plans(instant, lambda: [i.timestamp for i in table.timeline().pending_log_compactions()],
                      lambda: schedule_log_compaction(table, config, force=True),
                      lambda ts: _execute(table, ts, spark, config, fence))

@@ -2,7 +2,7 @@
 
 Under the table lock (the completed instants cannot change while the plan is built):
 
-1. refuse tables tablesvc cannot compact (``compaction.planner.check_supported``);
+1. refuse tables tablesvc cannot compact (``table.writable.require_writable``);
 2. while any write (deltacommit, commit, replacecommit, clustering, log compaction) is pending,
    schedule nothing: its log blocks would be placed *before* the compacted block in reader
    order although they are newer (docs/log-compaction.md, "Ordering");
@@ -22,10 +22,11 @@ from tablesvc.config.registry import REGISTRY
 from tablesvc.config.values import describe_source, registered_value
 from tablesvc.merge import ReadContext, select_blocks
 from tablesvc.services.compaction.planner import (
-    MB, check_supported, pending_writes, pinned_file_groups,
+    MB, pending_writes, pinned_file_groups,
 )
 from tablesvc.services.plan_execution import schedule_plan
 from tablesvc.services.result import ServiceResult
+from tablesvc.table.writable import LOG_COMPACT, require_writable
 from timeline.active import Timeline
 from timeline.instant import Action
 from timeline.payloads import CompactionOperation, CompactionPlan
@@ -124,7 +125,7 @@ def schedule_log_compaction(table, config: Any = None, *, force: bool = False,
     """Write a log compaction plan (``SCHEDULED``) or say why not (``NOTHING_TO_DO``).
 
     ``force`` lowers the block threshold to 2; ``instant`` fixes L (later than every time)."""
-    check_supported(table)
+    require_writable(table, LOG_COMPACT)
     return schedule_plan(table, Action.LOG_COMPACTION, ACTION,
                          lambda timeline: build_log_compaction_plan(table, timeline, config, force=force),
                          instant, planned="planned for log compaction")

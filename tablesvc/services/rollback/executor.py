@@ -33,8 +33,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tablesvc.config import load_config
-from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError, UnsupportedTableError
+from tablesvc.config import load_config, service_config
+from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
 from tablesvc.fsview.names import PARTITION_METAFILE, UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
 from tablesvc.logformat import read_log_file, rollback_block, write_log_file
 from tablesvc.services.result import ServiceResult, Status
@@ -48,6 +48,7 @@ from tablesvc.services.rollback.planner import (
     target_action_name, target_instant,
 )
 from tablesvc.storage import discard_partial_copies
+from tablesvc.table.writable import ROLLBACK, require_writable
 from tablesvc.write.markers import MARKER_ROOT, delete_markers, list_markers, marker_dir
 from timeline.active import Timeline
 from timeline.errors import IllegalTransitionError, InstantExistsError
@@ -82,13 +83,10 @@ class _Settings:
 
     @classmethod
     def of(cls, table, config) -> "_Settings":
-        if table.config.has_metadata_table:
-            # Files of a failed write may be in an inflight metadata-table commit too; deleting
-            # them here without rolling that back would leave it inconsistent.
-            raise UnsupportedTableError(
-                f"{table.base_path}: the table keeps a metadata table that tablesvc does not update; "
-                "roll back its failed instants with Apache Hudi, or remove the metadata table first")
-        cfg = config if config is not None else load_config(table.storage, table_path=table.base_path)
+        # Files of a failed write may be in an inflight metadata-table commit too; deleting
+        # them here without rolling that back would leave it inconsistent.
+        require_writable(table, ROLLBACK)
+        cfg = service_config(config) if config is not None else load_config(table.storage, table_path=table.base_path)
         window = HeartbeatWindow.of(cfg)
         return cls(window.interval_ms, window.misses, str(cfg.get(POLICY_KEY)).upper(),
                    max(int(cfg.get(LOCK_WAIT_KEY)), LOCK_TTL_MS + 5_000))

@@ -26,6 +26,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from tablesvc.config.values import service_config
 from timeline.active import Timeline
 from timeline.errors import UnknownInstantError
 from timeline.heartbeat import judged_dead, last_beat_ms
@@ -47,7 +48,8 @@ class HeartbeatWindow:
 
     @classmethod
     def of(cls, config) -> "HeartbeatWindow":
-        return cls(int(config.get(INTERVAL_KEY)), int(config.get(MISSES_KEY)))
+        config = service_config(config)   # a plain mapping is checked by the registry too
+        return cls(config.get(INTERVAL_KEY), config.get(MISSES_KEY))
 
     @property
     def window_ms(self) -> int:

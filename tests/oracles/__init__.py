@@ -1,0 +1,1 @@
+"""Independent readers the tests check tablesvc's tables against (today: hudi-rs)."""
