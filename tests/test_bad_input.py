@@ -27,11 +27,10 @@ import pyarrow.parquet as pq
 import pytest
 from oracles.hudi_rs import sorted_rows
 
-from table_builders import compact_by_hand, tree
+from table_builders import compact_by_hand, tablesvc_rows, tree
 from tablesvc.cli.main import main
 from tablesvc.demo.sample_table import build_sample_table
 from tablesvc.logformat import avro_data_block, encode_block, read_log_file
-from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.table import Table, TableSpec
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -68,12 +67,7 @@ def built(tmp_path_factory) -> dict[str, Built]:
 
 def our_rows(path: Path) -> list[tuple]:
     """tablesvc's own merge reader, slice by slice (no Spark)."""
-    table = Table.open(str(path))
-    ctx = ReadContext.for_table(table)
-    rows = []
-    for s in table.latest_file_slices():
-        rows += read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx).to_pylist()
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in rows)
+    return tablesvc_rows(Table.open(str(path)))
 
 
 # -- damage -----------------------------------------------------------------------------------------

@@ -22,10 +22,9 @@ from pathlib import Path
 import pytest
 from oracles.hudi_rs import sorted_rows
 
-from table_builders import tree
+from table_builders import tablesvc_rows, tree
 from tablesvc.cli.main import main
 from tablesvc.demo.sample_table import build_sample_table
-from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.services.rollback import rollback_failed
 from tablesvc.table import Table
 from timeline.clock import ManualClock
@@ -45,12 +44,8 @@ def tables(tmp_path_factory) -> dict[int, Path]:
 
 
 def our_rows(path: Path) -> list[tuple]:
-    table = Table.open(str(path))
-    ctx = ReadContext.for_table(table)
-    rows = []
-    for s in table.latest_file_slices():
-        rows += read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx).to_pylist()
-    return sorted((r["uuid"], r["ts"], r["fare"]) for r in rows)
+    """tablesvc's own merge reader, slice by slice (no Spark)."""
+    return tablesvc_rows(Table.open(str(path)))
 
 
 def timeline_dir(path: Path) -> Path:
