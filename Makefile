@@ -44,7 +44,7 @@ bench-io: $(BENCH_STAMP)
 # The soak run (issue #7): a writer and two runners on one table for a few minutes with crashes,
 # stalls and takeovers, then the invariants (tests/soak.py; TABLESVC_SOAK_MINUTES, TABLESVC_SOAK_SEED).
 soak: $(STAMP)
-	$(PY) -m pytest -m slow tests/test_soak.py $(PYTEST_ARGS)
+	$(PY) -m pytest -m slow tests/crash_model/test_soak.py $(PYTEST_ARGS)
 
 # Every slow test: the soak and the long model-based run (20 seeds x both table versions x 400
 # steps; TABLESVC_MODEL_SEEDS, TABLESVC_MODEL_STEPS).
@@ -53,3 +53,61 @@ slow: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
+
+# ---- The Java tier (issue #26): Apache Hudi itself beside tablesvc; docs/interop.md -------------------
+# `make interop` sets up, once, an environment of Apache Hudi's own (never a dependency of tablesvc;
+# `make test` needs none of it): the newest Hudi Spark bundle that Maven Central resolves, copied into
+# $(HUDI_CACHE), and $(HUDI_VENV) with the pyspark that bundle is built against.  $(HUDI_ENV) records
+# what resolved (delete it to resolve again); then it runs tests/interop_java (marker interop_java).
+HUDI_CACHE      ?= .cache/hudi
+HUDI_VENV       ?= .venv-hudi
+HUDI_ENV        := $(HUDI_CACHE)/bundle.env
+HUDI_VENV_STAMP := $(HUDI_VENV)/.installed-stamp
+# Newest first: bundle artifact : Hudi release : the pyspark of the Spark release that Hudi builds it against.
+HUDI_BUNDLES := hudi-spark4.1-bundle_2.13:1.2.0:pyspark==4.1.1 \
+                hudi-spark4.0-bundle_2.13:1.1.1:pyspark==4.0.1 \
+                hudi-spark4.0-bundle_2.13:1.1.0:pyspark==4.0.1 \
+                hudi-spark3.5-bundle_2.12:1.2.0:pyspark==3.5.5 \
+                hudi-spark3.5-bundle_2.12:1.0.2:pyspark==3.5.5
+# Table version 6 as Hudi 0.x writes it natively; used only when it runs on the chosen bundle's Spark.
+HUDI_V6_BUNDLE := hudi-spark3.5-bundle_2.12:0.15.0
+HUDI_MVN_COPY = mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy -DoutputDirectory=$(HUDI_CACHE)
+
+.PHONY: interop interop-clean
+
+$(HUDI_ENV):
+	@command -v mvn >/dev/null || { echo "make interop: Maven (mvn) is needed to fetch Apache Hudi's Spark bundle"; exit 1; }
+	@mkdir -p $(HUDI_CACHE)
+	@found=; for b in $(HUDI_BUNDLES); do \
+	  artifact=$${b%%:*}; rest=$${b#*:}; version=$${rest%%:*}; pyspark=$${rest#*:}; \
+	  if $(HUDI_MVN_COPY) -Dartifact=org.apache.hudi:$$artifact:$$version >>$(HUDI_CACHE)/mvn.log 2>&1; then found=1; break; fi; \
+	  echo "interop: org.apache.hudi:$$artifact:$$version does not resolve, trying the next bundle"; \
+	done; \
+	if [ -z "$$found" ]; then echo "interop: no Apache Hudi Spark bundle resolved (see $(HUDI_CACHE)/mvn.log)"; exit 1; fi; \
+	v6=$(HUDI_V6_BUNDLE); v6_artifact=$${v6%%:*}; v6_version=$${v6#*:}; v6_jar=; \
+	if [ "$$v6_artifact" = "$$artifact" ]; then \
+	  if $(HUDI_MVN_COPY) -Dartifact=org.apache.hudi:$(HUDI_V6_BUNDLE) >>$(HUDI_CACHE)/mvn.log 2>&1; then \
+	    v6_jar=$(HUDI_CACHE)/$$v6_artifact-$$v6_version.jar; \
+	  else echo "interop: org.apache.hudi:$(HUDI_V6_BUNDLE) does not resolve; table version 6 is written by $$version"; fi; \
+	fi; \
+	{ echo "# make interop: the Apache Hudi bundles Maven resolved (delete this file to resolve again)"; \
+	  echo "TABLESVC_HUDI_JAR=$(HUDI_CACHE)/$$artifact-$$version.jar"; \
+	  echo "TABLESVC_HUDI_VERSION=$$version"; \
+	  echo "TABLESVC_HUDI_PYSPARK=$$pyspark"; \
+	  echo "TABLESVC_HUDI_V6_JAR=$$v6_jar"; \
+	  echo "TABLESVC_HUDI_V6_VERSION=$${v6_jar:+$$v6_version}"; } >$@.tmp && mv $@.tmp $@
+	@echo "interop: Apache Hudi bundles:"; grep '^TABLESVC' $@
+
+# The venv is remade when the bundle (and so the pyspark it needs) changes.
+$(HUDI_VENV_STAMP): $(HUDI_ENV)
+	@. ./$(HUDI_ENV); test -x $(HUDI_VENV)/bin/python || $(PYTHON) -m venv $(HUDI_VENV); \
+	$(HUDI_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$$TABLESVC_HUDI_PYSPARK"
+	@touch $@
+
+# Tests run with the project's .venv; the Java side runs in its own processes with $(HUDI_VENV)'s python.
+interop: $(STAMP) $(HUDI_VENV_STAMP)
+	@set -a; . ./$(HUDI_ENV); set +a; \
+	TABLESVC_HUDI_PYTHON=$(CURDIR)/$(HUDI_VENV)/bin/python $(PY) -m pytest -m interop_java tests/interop_java $(PYTEST_ARGS)
+
+interop-clean:
+	rm -rf $(HUDI_VENV) $(HUDI_CACHE)

@@ -1,6 +1,6 @@
 """Run one table service and kill it with a real SIGKILL at a chosen storage operation.
 
-Used by tests/test_service_crash.py; runnable by hand::
+Used by tests/crash_model/test_service_crash.py; runnable by hand::
 
     python tests/crash_harness.py TABLE KILL SERVICE [ARG]
     python tests/crash_harness.py --fork [--fork-sample K:SEED] TEMPLATE WORKDIR SERVICE [ARG]
@@ -164,7 +164,7 @@ def watch_for(base: str, pattern: str) -> None:
 def import_service(service: str) -> None:
     """Import what ``service`` needs up front (before forking, and outside the counted run)."""
     import tablesvc.config  # noqa: F401
-    import tablesvc.table  # noqa: F401
+    import tablesvc.api  # noqa: F401
     if service == "clean":
         import tablesvc.services.clean  # noqa: F401
     elif service == "rollback":
@@ -182,7 +182,7 @@ def import_service(service: str) -> None:
 def run_service(path: str, storage: KillingStorage, service: str, args: list[str]) -> list[dict]:
     from tablesvc.config import load_config
     from tablesvc.storage import LocalStorage
-    from tablesvc.table import Table
+    from tablesvc.api import Table
 
     table = Table.open(path, storage=storage)
     config = load_config(LocalStorage(), table_path=table.base_path)
@@ -219,7 +219,7 @@ def run_service(path: str, storage: KillingStorage, service: str, args: list[str
 
 def open_storage(path: str, kill: str) -> KillingStorage:
     from tablesvc.storage import LocalStorage
-    from tablesvc.table.table import normalize_path
+    from tablesvc.api.table import normalize_path
 
     base = normalize_path(path)
     kill_after, match, offset = 0, None, 0

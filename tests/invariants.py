@@ -85,7 +85,7 @@ def check_invariants(base_path: str, expected: dict | None = None, *, key_field:
                      columns: tuple[str, ...] = ("ts", "fare"), spark=None, history: InstantHistory | None = None,
                      recovered: bool = True) -> list[str]:
     """Every violation of the invariants (module doc) by the table at ``base_path``; [] if none."""
-    from tablesvc.table import Table
+    from tablesvc.api import Table
 
     out: list[str] = []
     try:

@@ -281,7 +281,7 @@ class RunStats:
 def reproducer(seed: int, steps: int, version: int) -> str:
     return (f"python tests/model_state_machine.py --seed {seed} --steps {steps} --version {version}   (or "
             f"TABLESVC_MODEL_SEED={seed} TABLESVC_MODEL_STEPS={steps} TABLESVC_MODEL_VERSION={version} "
-            "python -m pytest tests/test_model_based.py -k reproduce)")
+            "python -m pytest tests/crash_model/test_model_based.py -k reproduce)")
 
 
 class ModelRun:
@@ -305,7 +305,7 @@ class ModelRun:
     def create(self) -> None:
         from tablesvc.config import load_config
         from tablesvc.storage import LocalStorage
-        from tablesvc.table import Table, TableSpec
+        from tablesvc.api import Table, TableSpec
 
         Table.create(self.path, TableSpec("model", ("uuid",), "ts", ("city",), table_version=self.version,
                                           num_buckets=2), clock=self.clock)
@@ -313,7 +313,7 @@ class ModelRun:
         self.config = load_config(LocalStorage(), table_path=self.path)
 
     def open(self, storage):
-        from tablesvc.table import Table
+        from tablesvc.api import Table
 
         return Table.open(self.path, storage=storage, clock=self.clock)
 

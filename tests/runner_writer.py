@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tablesvc.config import build_config
     from tablesvc.spark.session import get_spark
-    from tablesvc.table import Table
+    from tablesvc.api import Table
 
     path, first, last, pause = argv[0], int(argv[1]), int(argv[2]), float(argv[3])
     conf = dict(kv.split("=", 1) for kv in argv[4:])

@@ -49,7 +49,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from helpers import kill_tree  # noqa: E402
 from invariants import InstantHistory, check_invariants  # noqa: E402
 from soak_writer import committed_batches, model  # noqa: E402
-from tablesvc.table import Table, TableSpec  # noqa: E402
+from tablesvc.api import Table, TableSpec  # noqa: E402
 from timeline.instant import Action  # noqa: E402
 from timeline.lease import LeaseStore  # noqa: E402
 

@@ -206,7 +206,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tablesvc.config import load_config
     from tablesvc.spark.session import get_spark
-    from tablesvc.table import Table
+    from tablesvc.api import Table
 
     conf = dict(kv.split("=", 1) for kv in args.conf)
     spark = get_spark(overrides={k: v for k, v in conf.items() if k.startswith("spark.")}, quiet=True)

@@ -25,7 +25,7 @@ from tablesvc.demo.sample_table import build_sample_table
 from tablesvc.fsview.names import BaseFileName
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.services.compaction.planner import v6_pending_compaction_targets
-from tablesvc.table import Table
+from tablesvc.api import Table
 from tablesvc.write import (
     BucketSpec, FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, bucket_of_file_id,
     combine_in_batch, delete_markers, reconcile_schema, write_file_group,

@@ -1,5 +1,5 @@
 """A user's own PySpark program using tablesvc's Python API (the README's example, then a
-compaction), run by tests/test_python_api_executors.py as a subprocess whose Spark workers run a
+compaction), run by tests/spark/test_python_api_executors.py as a subprocess whose Spark workers run a
 Python that cannot import tablesvc (``PYSPARK_PYTHON``).
 
     python user_pyspark_program.py TABLE_PATH REPORT_JSON
@@ -39,7 +39,7 @@ def main(path: str, report_path: str) -> None:
         report["plain_task_before"] = lines[:1]
 
     from tablesvc.errors import SparkEnvironmentError
-    from tablesvc.table import Table, TableSpec
+    from tablesvc.api import Table, TableSpec
 
     table = Table.create(path, TableSpec("trips", ("uuid",), "ts", ("city",), table_version=8))
     first = spark.createDataFrame([(f"u{i:02d}", 1, ("sf", "nyc")[i % 2], float(i)) for i in range(20)],

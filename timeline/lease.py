@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from timeline.clock import Clock, SystemClock
 from timeline.errors import ConflictError
@@ -174,4 +175,32 @@ class LeaseStore:
         return self.storage.exists(join(self._dir(job), "done.json"))
 
 
-__all__ = ["Failures", "JOBS_DIR", "Lease", "LeaseLostError", "LeaseStore"]
+@dataclass(frozen=True)
+class LeaseFence:
+    """A worker's fence as a value: calling it checks that the lease it holds is still the
+    job's newest (``LeaseStore.check``), and it says which job and token it guards, so that a
+    commit requirement built from it can name them (``tablesvc.services.lifecycle.LeaseHeld``).
+
+    ``held`` returns the holder's lease as it is now: renewals replace the ``Lease`` value
+    (a later deadline), never its job, token or owner."""
+
+    store: LeaseStore
+    held: Callable[[], Lease]
+
+    def __call__(self) -> None:
+        self.store.check(self.held())
+
+    @property
+    def job(self) -> str:
+        return self.held().job
+
+    @property
+    def token(self) -> int:
+        return self.held().token
+
+    @property
+    def owner(self) -> str:
+        return self.held().owner
+
+
+__all__ = ["Failures", "JOBS_DIR", "Lease", "LeaseFence", "LeaseLostError", "LeaseStore"]

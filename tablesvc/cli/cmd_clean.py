@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from tablesvc.cli.output import print_json, print_table, say
-from tablesvc.table import Table
+from tablesvc.api import Table
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -21,6 +22,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 def run(args: argparse.Namespace) -> int:
     from tablesvc.services.clean import list_cleans, run_clean
+    from tablesvc.services.metrics import CleanMetrics
 
     table = Table.open(args.path)
     if args.verb == "list":
@@ -37,9 +39,12 @@ def run(args: argparse.Namespace) -> int:
         print_json([r.as_dict() for r in results])
         return 0
     for r in results:
-        files = r.metrics.get("files", ())
-        shown = {k: v for k, v in r.metrics.items() if k != "files"}
-        say(type(r)(r.action, r.status, r.instant, r.reason, shown).render())
-        for f in files or ():
+        files: tuple[str, ...] = ()
+        if isinstance(r.metrics, CleanMetrics) and r.metrics.files is not None:
+            # a dry run's paths: one a line below the result, not inside it
+            files = r.metrics.files
+            r = replace(r, metrics=r.metrics.without_files())
+        say(r.render())
+        for f in files:
             say(f"  would delete {f}")
     return 0

@@ -11,39 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from tablesvc.cli.output import add_quiet_option, print_json, print_table, say
-from tablesvc.cli.service_support import lazy_spark, open_table, print_results
-
-
-def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("compaction", help="schedule, run or list compactions",
-                       description="Merge the log files of file groups into new base files (MOR compaction).")
-    actions = p.add_subparsers(dest="compaction_action", metavar="ACTION")
-    actions.required = True
-
-    s = actions.add_parser("schedule", parents=[common], help="write a compaction plan (ignores the trigger)",
-                           description="Plan a compaction now: file groups with log files of completed delta "
-                                       "commits, largest logs first.")
-    s.add_argument("path", help="table base path")
-    s.add_argument("--instant", help="the compaction instant (default: a new instant time)")
-    s.add_argument("--json", action="store_true", help="print the result as JSON")
-    s.set_defaults(run=run_schedule)
-
-    r = actions.add_parser("run", parents=[common], help="execute pending compaction plans (Spark job)",
-                           description="Execute the plan of --instant, else every pending plan oldest first, "
-                                       "else schedule one and execute it.")
-    r.add_argument("path", help="table base path")
-    r.add_argument("--instant", help="the pending compaction to execute")
-    r.add_argument("--sort-columns", default="", metavar="A,B", help="sort the new base files by these columns")
-    r.add_argument("--spark-profile", help="Spark profile name in spark_conf/ or a YAML path (default: local)")
-    r.add_argument("--json", action="store_true", help="print the results as JSON")
-    add_quiet_option(r)
-    r.set_defaults(run=run_run)
-
-    ls = actions.add_parser("list", parents=[common], help="list pending and completed compactions")
-    ls.add_argument("path", help="table base path")
-    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ls.set_defaults(run=run_list)
+from tablesvc.cli.output import print_json, say
+from tablesvc.cli.service_support import PlanCommand, add_plan_command, lazy_spark, open_table, print_plans, print_results
 
 
 # Output goes to the current sys.stdout (not the one bound at import), so callers can capture it.
@@ -76,11 +45,22 @@ def run_list(args: argparse.Namespace) -> int:
     from tablesvc.services.compaction import list_compactions
 
     table, _config = open_table(args)
-    rows = list_compactions(table)
-    if args.json:
-        print_json(rows)
-    elif not rows:
-        say("no compactions on the timeline")
-    else:
-        print_table(rows, ["instant", "state", "completion_time", "file_groups", "log_files", "log_bytes"])
-    return 0
+    return print_plans(args, list_compactions(table), "compaction",
+                       ["instant", "state", "completion_time", "file_groups", "log_files", "log_bytes"])
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sort-columns", default="", metavar="A,B", help="sort the new base files by these columns")
+
+
+COMMAND = PlanCommand(
+    "compaction", "compaction", help="schedule, run or list compactions",
+    description="Merge the log files of file groups into new base files (MOR compaction).",
+    schedule_help="write a compaction plan (ignores the trigger)",
+    schedule_description="Plan a compaction now: file groups with log files of completed delta commits, "
+                         "largest logs first.",
+    run_schedule=run_schedule, run_run=run_run, run_list=run_list, run_options=_run_options)
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    add_plan_command(sub, common, COMMAND)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tablesvc.cli.output import print_json, print_table, say
-from tablesvc.table import Table
+from tablesvc.api import Table
 from timeline.time_travel import resolve_as_of
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from tablesvc.cli.output import print_json, say
 from tablesvc.errors import InvalidInputError
-from tablesvc.table import MergeMode, Table, TableSpec
+from tablesvc.api import MergeMode, Table, TableSpec
 
 
 def _fields(text: str | None) -> tuple[str, ...]:

@@ -12,39 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from tablesvc.cli.output import add_quiet_option, print_json, print_table, say
-from tablesvc.cli.service_support import lazy_spark, open_table, print_results
-
-
-def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("logcompaction", help="schedule, run or list log compactions",
-                       description="Merge the log blocks of file slices into one compacted log block (RFC-48).")
-    actions = p.add_subparsers(dest="logcompaction_action", metavar="ACTION")
-    actions.required = True
-
-    s = actions.add_parser("schedule", parents=[common], help="write a log compaction plan",
-                           description="Plan a log compaction now: latest file slices with at least "
-                                       "hoodie.log.compaction.blocks.threshold valid log blocks.")
-    s.add_argument("path", help="table base path")
-    s.add_argument("--instant", help="the log compaction instant (default: a new instant time)")
-    s.add_argument("--force", action="store_true", help="lower the block threshold to 2")
-    s.add_argument("--json", action="store_true", help="print the result as JSON")
-    s.set_defaults(run=run_schedule)
-
-    r = actions.add_parser("run", parents=[common], help="execute pending log compaction plans (Spark job)",
-                           description="Execute the plan of --instant, else every pending plan oldest first, "
-                                       "else schedule one and execute it.")
-    r.add_argument("path", help="table base path")
-    r.add_argument("--instant", help="the pending log compaction to execute")
-    r.add_argument("--spark-profile", help="Spark profile name in spark_conf/ or a YAML path (default: local)")
-    r.add_argument("--json", action="store_true", help="print the results as JSON")
-    add_quiet_option(r)
-    r.set_defaults(run=run_run)
-
-    ls = actions.add_parser("list", parents=[common], help="list pending and completed log compactions")
-    ls.add_argument("path", help="table base path")
-    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ls.set_defaults(run=run_list)
+from tablesvc.cli.output import print_json, say
+from tablesvc.cli.service_support import PlanCommand, add_plan_command, lazy_spark, open_table, print_plans, print_results
 
 
 def run_schedule(args: argparse.Namespace) -> int:
@@ -72,11 +41,22 @@ def run_list(args: argparse.Namespace) -> int:
     from tablesvc.services.log_compaction import list_log_compactions
 
     table, _config = open_table(args)
-    rows = list_log_compactions(table)
-    if args.json:
-        print_json(rows)
-    elif not rows:
-        say("no log compactions on the timeline")
-    else:
-        print_table(rows, ["instant", "state", "completion_time", "file_groups", "log_files", "log_blocks"])
-    return 0
+    return print_plans(args, list_log_compactions(table), "log compaction",
+                       ["instant", "state", "completion_time", "file_groups", "log_files", "log_blocks"])
+
+
+def _schedule_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true", help="lower the block threshold to 2")
+
+
+COMMAND = PlanCommand(
+    "logcompaction", "log compaction", help="schedule, run or list log compactions",
+    description="Merge the log blocks of file slices into one compacted log block (RFC-48).",
+    schedule_help="write a log compaction plan",
+    schedule_description="Plan a log compaction now: latest file slices with at least "
+                         "hoodie.log.compaction.blocks.threshold valid log blocks.",
+    run_schedule=run_schedule, run_run=run_run, run_list=run_list, schedule_options=_schedule_options)
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    add_plan_command(sub, common, COMMAND)

@@ -7,7 +7,7 @@ import argparse
 from tablesvc.cli.output import add_quiet_option, print_table, say
 from tablesvc.spark.errors import translate_task_error
 from tablesvc.spark.progress import phase as progress_phase
-from tablesvc.table import Table
+from tablesvc.api import Table
 from timeline.time_travel import resolve_as_of
 
 SHOW_ROWS = 20

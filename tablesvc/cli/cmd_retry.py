@@ -6,7 +6,7 @@ import argparse
 
 from tablesvc.cli.output import say
 from tablesvc.errors import UnknownInstantError
-from tablesvc.table import Table
+from tablesvc.api import Table
 from timeline.lease import LeaseStore
 
 

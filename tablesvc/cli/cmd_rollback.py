@@ -23,9 +23,10 @@ from typing import Any, Sequence
 from tablesvc.cli.output import print_json, say
 from tablesvc.config import load_config
 from tablesvc.errors import InvalidInputError, LeftPendingError
+from tablesvc.services.metrics import RollbackMetrics
 from tablesvc.services.rollback import PendingInstant, Verdict, recover, rollback, wait_and_recover
 from tablesvc.services.rollback.pending import HeartbeatWindow
-from tablesvc.table import Table
+from tablesvc.api import Table
 
 # --wait's default bound on top of the heartbeat window: any process dead when the command
 # starts is judged dead within the window, so its instant is rolled back before the bound.
@@ -71,7 +72,7 @@ def left_pending_item(p: PendingInstant) -> dict[str, Any]:
     """A ``--json`` list item for an instant left pending; ``pending`` is the same object as in
     ``tablesvc status --json``'s ``pending_instants``."""
     return {"action": "rollback", "status": "left_pending", "instant": None, "reason": p.reason(),
-            "metrics": {"target": p.instant.timestamp}, "pending": p.as_dict()}
+            "metrics": RollbackMetrics(target=p.instant.timestamp).as_dict(), "pending": p.as_dict()}
 
 
 def _names(left: Sequence[PendingInstant]) -> str:

@@ -8,7 +8,7 @@ import signal
 
 from tablesvc.cli.output import add_quiet_option, print_json, say
 from tablesvc.errors import InvalidInputError
-from tablesvc.table import Table
+from tablesvc.api import Table
 from tablesvc.table.writable import SERVICE, require_writable
 
 

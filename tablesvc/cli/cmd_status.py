@@ -6,7 +6,7 @@ import argparse
 
 from tablesvc.cli.output import print_json, print_table, say
 from tablesvc.errors import InvalidInputError
-from tablesvc.table import Table
+from tablesvc.api import Table
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ import os
 from tablesvc.cli.csv_input import plan_csv, read_csv, table_columns
 from tablesvc.cli.output import add_quiet_option, print_json, say
 from tablesvc.errors import InvalidInputError
-from tablesvc.table import Table
+from tablesvc.api import Table
 from tablesvc.write.keys import KeySpec
 
 FORMATS = ("parquet", "json", "csv")

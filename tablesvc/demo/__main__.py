@@ -29,7 +29,7 @@ from tablesvc.cli.cmd_timeline import describe_instant
 from tablesvc.cli.output import print_table, say
 from tablesvc.demo.hudi_tables import CARRIED, unzip_tables
 from tablesvc.errors import TablesvcError
-from tablesvc.table import Table
+from tablesvc.api import Table
 
 FIXTURE_TABLES = CARRIED / "tables"
 

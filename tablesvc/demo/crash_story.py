@@ -27,7 +27,7 @@ import tablesvc
 from tablesvc.cli.output import say
 from tablesvc.demo.process_tree import kill_tree
 from tablesvc.demo.story_support import CITIES, Story, StoryFailed, check_rows, show_slices, show_timeline
-from tablesvc.table import Table
+from tablesvc.api import Table
 
 INTERVAL_MS, MISSES = 1000, 10
 HEARTBEAT = ["--conf", f"hoodie.client.heartbeat.interval_in_ms={INTERVAL_MS}",

@@ -18,13 +18,12 @@ import pyarrow.parquet as pq
 
 from tablesvc.fsview.names import BaseFileName, LogFileName, PARTITION_METAFILE, new_file_id
 from tablesvc.logformat import avro_data_block, avro_schema_to_arrow, delete_block, write_log_file
-from tablesvc.table import Table, TableSpec
+from tablesvc.api import Table, TableSpec
+from tablesvc.table.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_FIELDS, PARTITION_PATH, RECORD_KEY
 from timeline.instant import Action, TimelineLayout
 from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
 from timeline.storage import join
 
-META_COLUMNS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
-                "_hoodie_partition_path", "_hoodie_file_name")
 CITIES = ("chennai", "san_francisco", "sao_paulo")
 
 DATA_SCHEMA = {
@@ -40,7 +39,7 @@ DATA_SCHEMA = {
 
 
 def with_meta_fields(schema: dict) -> dict:
-    meta = [{"name": n, "type": ["null", "string"], "doc": "", "default": None} for n in META_COLUMNS]
+    meta = [{"name": n, "type": ["null", "string"], "doc": "", "default": None} for n in META_FIELDS]
     return dict(schema, fields=meta + list(schema["fields"]))
 
 
@@ -84,10 +83,8 @@ def build_sample_table(path: str, *, rows: int = 300, table_version: int = 8, se
             row = {"ts": 1_700_000_000_000 + rng.randrange(10_000), "uuid": key, "rider": f"rider-{i % 97}",
                    "fare": round(rng.uniform(5, 90), 2), "city": city}
             expected[key] = row
-            records.append({"_hoodie_commit_time": t1.timestamp,
-                            "_hoodie_commit_seqno": f"{t1.timestamp}_{p_index}_{i}",
-                            "_hoodie_record_key": key, "_hoodie_partition_path": partition,
-                            "_hoodie_file_name": base.name, **row})
+            records.append({COMMIT_TIME: t1.timestamp, COMMIT_SEQNO: f"{t1.timestamp}_{p_index}_{i}",
+                            RECORD_KEY: key, PARTITION_PATH: partition, FILE_NAME: base.name, **row})
         sink = io.BytesIO()
         pq.write_table(pa.Table.from_pylist(records, schema=arrow_schema), sink)
         data = sink.getvalue()
@@ -116,10 +113,8 @@ def build_sample_table(path: str, *, rows: int = 300, table_version: int = 8, se
             for n, key in enumerate(keys):
                 row = dict(expected[key], fare=0.0, ts=expected[key]["ts"] + 1)
                 expected[key] = row
-                records.append({"_hoodie_commit_time": t2.timestamp,
-                                "_hoodie_commit_seqno": f"{t2.timestamp}_{p_index}_{n}",
-                                "_hoodie_record_key": key, "_hoodie_partition_path": partition,
-                                "_hoodie_file_name": file_id, **row})
+                records.append({COMMIT_TIME: t2.timestamp, COMMIT_SEQNO: f"{t2.timestamp}_{p_index}_{n}",
+                                RECORD_KEY: key, PARTITION_PATH: partition, FILE_NAME: file_id, **row})
             block = avro_data_block(t2.timestamp, full_schema, records)
             counts = {"num_writes": len(records), "num_update_writes": len(records)}
         else:

@@ -10,7 +10,7 @@ from tablesvc.demo.story_support import (
     Story, check_rows, require, show_services, show_slices, show_timeline, trips, write,
 )
 from tablesvc.services.result import Status
-from tablesvc.table import Table
+from tablesvc.api import Table
 
 # Writes that leave every service to the explicit runs below.
 NO_SERVICES = {"hoodie.compact.inline": "false", "hoodie.log.compaction.inline": "false",

@@ -24,7 +24,8 @@ from tablesvc.demo.story_support import (
     Story, check_rows, heading, hudi_rs_count, require, show_slices, show_timeline, step_times, trips, write,
 )
 from tablesvc.services.result import Status
-from tablesvc.table import Table, TableSpec
+from tablesvc.api import Table, TableSpec
+from tablesvc.table.meta_fields import COMMIT_TIME
 
 __all__ = ["run_story", "trips", "hudi_rs_count"]
 
@@ -77,7 +78,7 @@ def writes_with_inline_services(story: Story) -> None:
     say("read (first rows, by key):")
     df = Table.open(story.path).read(spark=spark)
     print_table([r.asDict() for r in df.orderBy("uuid").limit(5).collect()],
-                ["uuid", "ts", "rider", "fare", "city", "_hoodie_commit_time"])
+                ["uuid", "ts", "rider", "fare", "city", COMMIT_TIME])
     check_rows(story)
     first = Table.open(story.path).timeline().completed_writes()[0].timestamp
     check_rows(story, as_of=first, expected=rows)   # time travel, before the clean removes that slice

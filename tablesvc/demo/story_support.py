@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tablesvc.cli.cmd_timeline import describe_instant
 from tablesvc.cli.output import print_table, say
 from tablesvc.config import build_config
-from tablesvc.table import Table
+from tablesvc.api import Table
 
 CITIES = ("chennai", "london", "new_york", "san_francisco", "sao_paulo")
 TIMELINE_COLUMNS = ["instant", "action", "state", "completion_time", "operation", "new"]

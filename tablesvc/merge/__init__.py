@@ -21,7 +21,7 @@ from tablesvc.merge.merger import (
     is_natural_delete,
     merge_records,
 )
-from tablesvc.merge.schema import META_COLUMNS, align_table, nullable_everywhere, output_schema
+from tablesvc.merge.schema import align_table, nullable_everywhere, output_schema
 from tablesvc.merge.slice_reader import (
     DEFAULT_BATCH_SIZE,
     MergedSlice,
@@ -34,7 +34,7 @@ from tablesvc.merge.slice_reader import (
 
 __all__ = [
     "BaseMerge", "BlockSelection", "COMMIT_TIME_ORDERING", "DEFAULT_BATCH_SIZE", "EVENT_TIME_ORDERING", "LogDeletes",
-    "LogSide", "META_COLUMNS", "MergeCounts", "MergedSlice", "ReadContext", "SelectedBlock", "SliceReadMetrics",
+    "LogSide", "MergeCounts", "MergedSlice", "ReadContext", "SelectedBlock", "SliceReadMetrics",
     "SliceSpec", "align_table", "fold_log", "is_natural_delete", "iter_file_slice", "log_inputs", "merge_records",
     "nullable_everywhere", "open_merged_slice", "output_schema", "read_file_slice", "read_file_slice_with_metrics",
     "select_blocks", "select_from_contents",

@@ -8,14 +8,31 @@ to Spark executors next to many ``SliceSpec``s; neither holds a ``Table``, a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tablesvc.errors import InvalidInputError, UnsupportedTableError
+from tablesvc.table.meta_fields import RECORD_KEY
 
 if TYPE_CHECKING:
     from tablesvc.fsview.view import FileSlice
-    from tablesvc.table.table import Table
+    from tablesvc.table.config import TableConfig
     from timeline.active import Timeline
+    from timeline.storage import Storage
+
+
+class ReadableTable(Protocol):
+    """What ``ReadContext.for_table`` reads of a table.  The ``Table`` handle (``tablesvc.api``) has
+    it; it is named here, on the merge floor, so that the reader never imports the handle, which
+    sits floors above (it calls the Spark jobs and the services)."""
+
+    base_path: str
+    storage: Storage
+    config: TableConfig
+
+    def timeline(self) -> Timeline: ...
+
+    def schema(self, timeline: Timeline | None = None) -> str | None: ...
+
 
 EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
 COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
@@ -28,7 +45,7 @@ class ReadContext:
 
     base_path: str
     table_version: int
-    record_key_field: str = "_hoodie_record_key"
+    record_key_field: str = RECORD_KEY
     ordering_field: str | None
     merge_mode: str
     as_of: str | None = None
@@ -71,7 +88,7 @@ class ReadContext:
         return self.as_of is None or (instant is not None and instant <= self.as_of)
 
     @classmethod
-    def for_table(cls, table: "Table", timeline: "Timeline | None" = None, as_of: str | None = None,
+    def for_table(cls, table: ReadableTable, timeline: "Timeline | None" = None, as_of: str | None = None,
                   columns: tuple[str, ...] | list[str] | None = None) -> "ReadContext":
         from tablesvc.table.config import MergeMode
 

@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from tablesvc.errors import InvalidInputError
 from tablesvc.logformat import DeleteRecord
 from tablesvc.merge.context import EVENT_TIME_ORDERING, MERGE_MODES
-from tablesvc.merge.schema import COMMIT_TIME, RECORD_KEY
+from tablesvc.table.meta_fields import COMMIT_TIME, RECORD_KEY
 
 _ARRIVAL = "__tablesvc_arrival"
 
@@ -176,6 +176,10 @@ class LogSide:
     commit_field: str | None
     passthrough: bool
     record_ordering: pa.Array | None = None      # ordering values of ``records`` (event time)
+    # The delete record behind each tombstone, in ``lookup`` order (the natural ones, then the
+    # real-valued ones): the key's last natural delete, or its greatest real-valued delete.  What a
+    # log compaction writes as its delete block, so that it follows these rules and no copy of them.
+    tombstones: tuple[DeleteRecord, ...] = ()
 
     @property
     def num_records(self) -> int:
@@ -187,16 +191,20 @@ class LogSide:
         return pc.index_in(keys, value_set=self.lookup)
 
 
-def _split_inputs(log_inputs: Sequence[LogInput]) -> tuple[list[pa.Table], list[tuple[int, int, str, Any, str]]]:
-    """Data tables in block order, and deletes as (log rows before it, sequence, key, value, instant)."""
+_Delete = tuple[int, int, str, Any, str, DeleteRecord]
+
+
+def _split_inputs(log_inputs: Sequence[LogInput]) -> tuple[list[pa.Table], list[_Delete]]:
+    """Data tables in block order, and deletes as (log rows before it, sequence, key, value,
+    instant, the delete record)."""
     logs: list[pa.Table] = []
-    deletes: list[tuple[int, int, str, Any, str]] = []
+    deletes: list[_Delete] = []
     log_rows = 0
     for item in log_inputs:
         if isinstance(item, LogDeletes):
             for rec in item.records:
                 if rec.record_key is not None:
-                    deletes.append((log_rows, len(deletes), rec.record_key, rec.ordering_value, item.instant))
+                    deletes.append((log_rows, len(deletes), rec.record_key, rec.ordering_value, item.instant, rec))
         else:
             logs.append(item)
             log_rows += item.num_rows
@@ -217,10 +225,11 @@ def _require_keys(keys: pa.Array | None, where: str, record_key_field: str, sche
 
 
 def _real_deletes(deletes, cut, winners: pa.Array, winner_keys: pa.Array, log_t: pa.Table, log_ord: pa.Array,
-                  commit_col: str | None) -> tuple[dict[str, tuple[Any, str]], set[int]]:
+                  commit_col: str | None) -> tuple[dict[str, tuple[Any, str, DeleteRecord]], set[int]]:
     """Deletes with a real ordering value after their key's last natural delete (event time):
-    the greatest value and its instant per key, and the positions in ``winners`` they beat."""
-    real: dict[str, tuple[Any, str]] = {}
+    the greatest value, its instant and its delete record per key, and the positions in
+    ``winners`` they beat."""
+    real: dict[str, tuple[Any, str, DeleteRecord]] = {}
     beaten: set[int] = set()
     run = [d for d in deletes if not is_natural_delete(d[3]) and (d[2] not in cut or (d[0], d[1]) > cut[d[2]])]
     if not run:
@@ -232,14 +241,14 @@ def _real_deletes(deletes, cut, winners: pa.Array, winner_keys: pa.Array, log_t:
     ct_at = iter(_take_py(_column(log_t, commit_col), hit_rows))
     rows_at = iter(hit_rows)
     for d, slot in zip(run, slots):
-        rows_before, _, key, value, instant = d
+        rows_before, _, key, value, instant, record = d
         if slot is not None:
             row, o_r, ct_r = next(rows_at), next(o_at), next(ct_at)
             if _beats(value, instant, o_r, ct_r, delete_after_record=rows_before > row):
                 beaten.add(slot)
         prev = real.get(key)
-        if prev is None or _not_less(value, prev[0]):
-            real[key] = (value, instant)
+        if prev is None or ordering_not_less(value, prev[0]):
+            real[key] = (value, instant, record)
     return real, beaten
 
 
@@ -265,9 +274,11 @@ def fold_log(log_inputs: Sequence[LogInput], *, merge_mode: str, ordering_field:
 
     # The last natural delete of a key cuts off every log arrival before it.
     cut: dict[str, tuple[int, int]] = {}
-    for rows_before, seq, key, value, _ in deletes:
+    last_natural: dict[str, DeleteRecord] = {}
+    for rows_before, seq, key, value, _, record in deletes:
         if not event_time or is_natural_delete(value):
             cut[key] = (rows_before, seq)
+            last_natural[key] = record
     arrival = _arange(log_t.num_rows)
     candidates = arrival
     if cut and log_t.num_rows:
@@ -278,7 +289,7 @@ def fold_log(log_inputs: Sequence[LogInput], *, merge_mode: str, ordering_field:
     winners = _greatest_per_key(log_keys, candidates, log_ord)       # R per key (positions in log_t)
     winner_keys = pc.take(log_keys, winners)
 
-    real: dict[str, tuple[Any, str]] = {}
+    real: dict[str, tuple[Any, str, DeleteRecord]] = {}
     if event_time:
         real, beaten = _real_deletes(deletes, cut, winners, winner_keys, log_t, log_ord, commit_col)
         if beaten:
@@ -302,9 +313,10 @@ def fold_log(log_inputs: Sequence[LogInput], *, merge_mode: str, ordering_field:
         records = log_t.take(pc.take(winners, pc.sort_indices(winners))).combine_chunks()   # arrival order
     tomb_keys = pa.array(natural_tombs + [k for k, _ in real_tombs], pa.utf8()).cast(log_keys.type)
     lookup = pa.concat_arrays([_column(records, record_key_field), tomb_keys])
-    return LogSide(records, lookup, len(natural_tombs), tuple(v for _, v in real_tombs), record_key_field,
+    return LogSide(records, lookup, len(natural_tombs), tuple((v[0], v[1]) for _, v in real_tombs), record_key_field,
                    ordering_field if event_time else None, commit_col, passthrough=False,
-                   record_ordering=_column(records, ordering_field) if event_time else None)
+                   record_ordering=_column(records, ordering_field) if event_time else None,
+                   tombstones=tuple(last_natural[k] for k in natural_tombs) + tuple(v[2] for _, v in real_tombs))
 
 
 # -- step 2: base rows meet the log side, a batch at a time -----------------------------------------------
@@ -429,7 +441,10 @@ def merge_records(base: pa.Table | None, log_inputs: Sequence[LogInput], *, merg
     return pa.concat_tables([merge.merge(base_t), merge.tail()])
 
 
-def _not_less(a: Any, b: Any) -> bool:
+def ordering_not_less(a: Any, b: Any) -> bool:
+    """``a >= b`` for the ordering values of two deletes of one key, ``a`` the later: on a tie the
+    later delete wins, and so it does when the values do not compare (None, mixed types).  Log
+    compaction writes the delete it keeps (``LogSide.tombstones``)."""
     try:
         return not a < b
     except TypeError:
@@ -437,4 +452,4 @@ def _not_less(a: Any, b: Any) -> bool:
 
 
 __all__ = ["BaseMerge", "LogDeletes", "LogInput", "LogSide", "MergeCounts", "fold_log", "is_natural_delete",
-           "merge_records"]
+           "merge_records", "ordering_not_less"]

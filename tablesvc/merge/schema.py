@@ -17,13 +17,7 @@ import pyarrow.compute as pc
 from tablesvc.errors import InvalidInputError, LogFormatError
 from tablesvc.logformat import avro_schema_to_arrow
 from tablesvc.merge.context import ReadContext
-
-COMMIT_TIME = "_hoodie_commit_time"
-COMMIT_SEQNO = "_hoodie_commit_seqno"
-RECORD_KEY = "_hoodie_record_key"
-PARTITION_PATH = "_hoodie_partition_path"
-FILE_NAME = "_hoodie_file_name"
-META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
+from tablesvc.table.meta_fields import COMMIT_TIME, META_FIELDS
 
 
 def _nullable(field: pa.Field) -> pa.Field:
@@ -38,12 +32,12 @@ def _data_fields(schema_json: str | None) -> tuple[pa.Field, ...]:
         arrow = avro_schema_to_arrow(schema_json)
     except (LogFormatError, ValueError) as exc:
         raise InvalidInputError(f"table schema does not map to Arrow: {exc}") from exc
-    return tuple(_nullable(f) for f in arrow if f.name not in META_COLUMNS)
+    return tuple(_nullable(f) for f in arrow if f.name not in META_FIELDS)
 
 
 def table_schema(ctx: ReadContext) -> pa.Schema:
     """Meta columns + every data column (no projection): what merging works on."""
-    meta = [pa.field(n, pa.utf8(), nullable=True) for n in META_COLUMNS]
+    meta = [pa.field(n, pa.utf8(), nullable=True) for n in META_FIELDS]
     return pa.schema(meta + list(_data_fields(ctx.table_schema_json)))
 
 
@@ -173,6 +167,5 @@ def decode_dictionaries(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-__all__ = ["COMMIT_SEQNO", "COMMIT_TIME", "FILE_NAME", "META_COLUMNS", "PARTITION_PATH", "RECORD_KEY",
-           "align_array", "align_table", "decode_dictionaries", "nullable_everywhere", "output_schema", "table_schema",
+__all__ = ["align_array", "align_table", "decode_dictionaries", "nullable_everywhere", "output_schema", "table_schema",
            "work_schema"]

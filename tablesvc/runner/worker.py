@@ -33,10 +33,10 @@ from tablesvc.errors import ConflictError, TablesvcError
 from tablesvc.runner.jobs import Job, JobKind, is_pending, pending_jobs
 from tablesvc.services.plan_execution import HEARTBEAT_INTERVAL_KEY, HEARTBEAT_MISSES_KEY
 from tablesvc.services.result import ServiceResult, Status
-from tablesvc.table import Table
+from tablesvc.api import Table
 from tablesvc.table.writable import SERVICE, is_writable
 from timeline.clock import Clock, SystemClock
-from timeline.lease import Lease, LeaseLostError, LeaseStore
+from timeline.lease import Lease, LeaseFence, LeaseLostError, LeaseStore
 
 
 def default_owner() -> str:
@@ -163,7 +163,7 @@ class Runner:
         try:
             if job.kind in (JobKind.COMPACTION, JobKind.LOG_COMPACTION):
                 keeper.group_spark_jobs(self.spark())  # the job's Spark work runs in a cancellable group
-            results = execute_job(table, config, job, lambda: leases.check(keeper.lease), self.spark)
+            results = execute_job(table, config, job, LeaseFence(leases, lambda: keeper.lease), self.spark)
         except LeaseLostError as e:
             self._lost(table, job, str(e))
             return
@@ -199,7 +199,7 @@ class Runner:
         seconds = time.monotonic() - started
         for r in results:
             self._say(f"{job.id}: {r.render()}")
-        rows = sum(int(r.metrics.get("records_written", 0) or 0) for r in results)
+        rows = sum(r.metrics.rows_written for r in results)
         self._say(f"{job.id}: finished in {seconds:.1f} s" + (f", {rows} rows ({rows / max(seconds, 1e-3):.0f} rows/s)"
                                                                 if rows else ""))
 

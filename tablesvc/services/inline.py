@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from tablesvc.config.loader import ServiceConfig
 from tablesvc.errors import ConflictError, InvalidInputError, UnknownInstantError
+from tablesvc.services.metrics import CleanMetrics
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.table.writable import CLEAN, is_writable
 from timeline.active import Timeline
@@ -110,4 +111,4 @@ def _clean(table, config: ServiceConfig, timeline: Timeline) -> list[ServiceResu
     # no listing of the partitions after every write: temporary copies wait for a clean that
     # plans, a runner's clean job or `tablesvc rollback`
     remove_leftovers(table, temporary_copies=False)
-    return [ServiceResult("clean", Status.NOTHING_TO_DO, None, reason, {"partitions_scanned": 0})]
+    return [ServiceResult("clean", Status.NOTHING_TO_DO, None, reason, CleanMetrics(partitions_scanned=0))]

@@ -3,52 +3,51 @@
 ``schedule_plan`` builds the plan from the timeline as it is under the table lock and persists
 it as ``P.<action>.requested`` in the same lock hold; an empty plan is never written.
 
-Both executors follow the same life cycle for a plan instant ``P``; only the work per file
-group, the commit metadata and the precheck differ:
+Both executors follow the one instant lifecycle (``services/lifecycle``) for a plan instant
+``P``; only the work per file group, the commit metadata and the commit requirements differ:
 
 1. ``P`` inflight: a live heartbeat means another process runs it (``ConflictError``); a dead
    one is the caller's to recover (``refuse_if_alive``).
-2. ``start_plan``: under the table lock, ``P`` must still be requested; the heartbeat starts
-   (so nobody takes ``P`` for a dead instant), then ``P`` moves to inflight.
-3. ``run_file_group_tasks``: a Spark job over the plan's operations, packed into tasks by bytes
-   (or in this process); tasks write files after a marker and return write stats only, never data.
-4. ``remove_orphans``: files with a marker but no stat (failed task attempts) are deleted.
-5. ``finish_plan``: under the lock, complete ``P`` with its metadata and precheck; the heartbeat
-   stops whatever happens, and the markers go after the completion.  On failure ``P`` stays
-   inflight without a heartbeat, which is how the next run knows it died.
+2. ``InstantLifecycle.start``: under the table lock, ``P`` must still be requested; the
+   heartbeat starts (so nobody takes ``P`` for a dead instant), then ``P`` moves to inflight.
+3. ``spark.file_group_tasks.run_file_group_tasks``: a Spark job over the plan's operations,
+   packed into tasks by bytes (or in this process); tasks write files after a marker and return
+   write stats only, never data.
+4. ``InstantLifecycle.remove_orphans``: files with a marker but no stat (failed task attempts)
+   are deleted.
+5. ``InstantLifecycle.commit``: under the lock, complete ``P`` with its metadata once its
+   requirements hold; the heartbeat stops whatever happens, and the markers go after the
+   completion.  On failure ``P`` stays inflight without a heartbeat, which is how the next run
+   knows it died.
 """
 
 from __future__ import annotations
 
-import json
-from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
-
-import pyarrow as pa
 
 from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
 from tablesvc.config.values import service_config
+from tablesvc.services.metrics import PlanMetrics
+from tablesvc.services.lifecycle import COMPACTION_LIFECYCLE, LOG_COMPACTION_LIFECYCLE, Fence, InstantLifecycle
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.spark.file_group_tasks import StatsByPartition
 from tablesvc.storage import discard_partial_copies
-from tablesvc.write.markers import delete_markers, list_markers
+from tablesvc.write.markers import delete_markers, list_markers, rel_path
 from timeline.active import Timeline
-from timeline.errors import IllegalTransitionError, InstantExistsError
-from timeline.heartbeat import Heartbeat, is_expired, last_beat_ms
-from timeline.instant import Action, Instant, State
+from timeline.heartbeat import is_expired, last_beat_ms
+from timeline.instant import Action, Instant
 from timeline.payloads import WriteStat, encode_compaction_plan
-from timeline.storage import Storage, join
+from timeline.storage import join
 
 HEARTBEAT_INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
 HEARTBEAT_MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
-
-# work(storage, ctx, task, write_token) -> WriteStat; must be a module-level function (pickled to tasks)
-FileGroupWork = Callable[[Storage, Any, Any, str], WriteStat]
-StatsByPartition = dict[str, list[WriteStat]]
+_LIFECYCLES = {Action.COMPACTION: COMPACTION_LIFECYCLE, Action.LOG_COMPACTION: LOG_COMPACTION_LIFECYCLE}
 
 
-def schedule_plan(table, action: Action, service: str, build: Callable[[Timeline], tuple[Any, str, dict]],
+def schedule_plan(table, action: Action, service: str,
+                  build: Callable[[Timeline], tuple[Any, str, PlanMetrics | None]],
                   instant: str | None = None, planned: str = "planned") -> ServiceResult:
-    """``build(timeline) -> (CompactionPlan | None, why not, metrics)`` runs under the lock;
+    """``build(timeline) -> (CompactionPlan | None, why not, its PlanMetrics)`` runs under the lock;
     a plan is persisted (``SCHEDULED``), else the reason is returned (``NOTHING_TO_DO``)."""
     outcome: dict[str, Any] = {}
 
@@ -56,12 +55,12 @@ def schedule_plan(table, action: Action, service: str, build: Callable[[Timeline
         plan, outcome["why_not"], outcome["metrics"] = build(timeline)
         return None if plan is None else encode_compaction_plan(plan)
 
-    requested = table.timeline_writer.request_built(action, payload, timestamp=instant)
+    requested = InstantLifecycle(table, _LIFECYCLES[action]).request_built(payload, timestamp=instant)
     if requested is None:
         return ServiceResult(service, Status.NOTHING_TO_DO, None, outcome["why_not"])
-    metrics = outcome["metrics"]
+    metrics: PlanMetrics = outcome["metrics"]
     return ServiceResult(service, Status.SCHEDULED, requested.timestamp,
-                         f"{plural(metrics['file_groups'], 'file group')} {planned}", metrics)
+                         f"{plural(metrics.file_groups, 'file group')} {planned}", metrics)
 
 
 def pending_plan(table, timestamp: str, action: Action, service: str, label: str) -> Instant | ServiceResult:
@@ -105,29 +104,10 @@ def plans_on_timeline(table, action: Action) -> Iterator[tuple[Instant, tuple]]:
         yield instant, ops
 
 
-def rel_path(partition: str, name: str) -> str:
-    """A file's path relative to the table base, as write stats record it."""
-    return f"{partition}/{name}" if partition else name
-
-
 def heartbeat_settings(config: Any) -> tuple[int, int]:
     """(interval ms, tolerable misses): defaults (Hudi's: 60 s, 2) and checks are the registry's."""
     config = service_config(config)
     return config.get(HEARTBEAT_INTERVAL_KEY), config.get(HEARTBEAT_MISSES_KEY)
-
-
-def spark_session(spark):
-    """``spark`` may be a SparkSession, a function returning one (started lazily) or None; the
-    session comes back with its executors checked (``executor_env.prepare_executors``)."""
-    if spark is None:
-        from tablesvc.spark.session import get_spark
-
-        return get_spark()
-    from tablesvc.spark.executor_env import prepare_executors
-
-    if callable(spark) and not hasattr(spark, "sparkContext"):
-        return prepare_executors(spark())
-    return prepare_executors(spark)
 
 
 # The plans that pin their file groups: a file group may be in one pending plan only.
@@ -185,134 +165,6 @@ def refuse_if_alive(table, instant: Instant, label: str, config: Any) -> None:
                         f"ago, expires after {interval * misses} ms): another process is running it; retry later")
 
 
-# A fence raises (``timeline.lease.LeaseLostError``) when the caller no longer owns the job;
-# it is checked under the table lock before anything is started, completed or deleted.
-Fence = Callable[[], None]
-
-
-@contextmanager
-def start_plan(table, timestamp: str, action: Action, label: str, config: Any,
-               fence: Fence | None = None) -> Iterator[Instant]:
-    """Move the requested plan ``timestamp`` to inflight with a beating heartbeat; yields the
-    inflight instant.  The body must end by calling ``finish_plan``; the heartbeat stops
-    when the body leaves, successfully or not."""
-    writer = table.timeline_writer
-    interval, _misses = heartbeat_settings(config)
-    with writer.lock():  # heartbeat and transition under the lock: two executors cannot both take P
-        if fence is not None:
-            fence()
-        now = table.timeline().get(timestamp)
-        if now is None or now.state is not State.REQUESTED:
-            raise ConflictError(f"{label} {timestamp} is {now.state.value if now else 'gone'}, not requested: "
-                                "another process took it; retry later")
-        heartbeat = Heartbeat(table.storage, table.base_path, timestamp, table.clock, interval).start()
-        try:
-            inflight = writer.start(Instant(timestamp, action, State.REQUESTED))
-        except (InstantExistsError, IllegalTransitionError) as e:
-            heartbeat.stop(delete=False)
-            raise ConflictError(f"{label} {timestamp}: {e}") from None
-        except BaseException:
-            # Any other failure (a storage error): stop beating, or a long-lived process (the
-            # runner) would keep P's heartbeat alive and nobody could ever recover P.
-            heartbeat.stop(delete=False)
-            raise
-    try:
-        yield inflight
-    finally:
-        heartbeat.stop()
-
-
-def finish_plan(table, inflight: Instant, metadata: bytes, precheck=None, fence: Fence | None = None) -> Instant:
-    """Complete ``inflight`` (the fence and the precheck run under the lock), then delete its markers."""
-    def check(timeline: Timeline) -> None:
-        if fence is not None:
-            fence()
-        if precheck is not None:
-            precheck(timeline)
-
-    done = table.timeline_writer.complete(inflight, metadata, check)
-    delete_markers(table.storage, table.base_path, inflight.timestamp)
-    return done
-
-
-def _task_runner(ctx, work: FileGroupWork, groups: Sequence[bytes], counters=None):
-    """``counters``: the progress lines' accumulators (``spark.progress``), or None."""
-    def run(batches):
-        from tablesvc.fsview.names import write_token
-        from tablesvc.spark.read_job import task_items
-        from tablesvc.spark.session import task_identity
-        from tablesvc.storage import storage_for
-
-        storage = storage_for(ctx.base_path)
-        token = write_token(*task_identity())
-        for task in task_items(batches, groups):
-            stat = work(storage, ctx, task, token)
-            if counters is not None:
-                counters.add(1, stat.num_writes or 0)
-            yield pa.RecordBatch.from_arrays([pa.array([task.partition]), pa.array([json.dumps(stat.to_avro())])],
-                                             names=["partition", "stat"])
-    return run
-
-
-def task_weight(task: Any) -> int | None:
-    """Bytes a task reads, for packing tasks (``spark/task_packing.py``): the compaction plan's
-    TOTAL_IO_READ_MB (base + logs), else the task's log bytes, else unknown (None)."""
-    return getattr(task, "read_bytes", 0) or getattr(task, "log_bytes", None)
-
-
-def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, spark, *,
-                         in_process: bool = False, label: str = "file group tasks") -> StatsByPartition:
-    """Run ``work`` once per task: in a Spark job (file groups packed into Spark tasks,
-    ``spark/task_packing.py``; only write stats come back to the driver) or, with ``in_process``,
-    here one after the other.  ``label`` names the job in the CLI's progress lines."""
-    stats: StatsByPartition = {}
-    if not tasks:
-        return stats
-    if in_process:
-        from tablesvc.fsview.names import write_token
-
-        for i, task in enumerate(tasks):
-            stats.setdefault(task.partition, []).append(work(table.storage, ctx, task, write_token(i, 0, 0)))
-        return stats
-    from tablesvc.spark.errors import translate_task_error
-    from tablesvc.spark.read_job import pack_tasks
-
-    from tablesvc.spark.progress import phase, task_counters
-
-    session = spark_session(spark)
-    try:
-        packed = pack_tasks(session, list(tasks), [task_weight(t) for t in tasks])
-        runner = _task_runner(ctx, work, packed.groups, task_counters(session))
-        with phase(label, file_groups=len(tasks)):
-            rows = packed.frame.mapInArrow(runner, "partition string, stat string").collect()
-    except Exception as e:
-        raise translate_task_error(e) from None
-    for row in rows:
-        stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
-    return stats
-
-
-def remove_orphans(table, instant: str, stats: StatsByPartition, fence: Fence | None = None) -> None:
-    """Delete files a failed task attempt left behind: a marker, but no write stat.
-
-    With a fence, under the table lock: a worker that lost its job must not delete the files
-    of the worker that took it over (they carry markers of the same instant)."""
-    written = {s.path for v in stats.values() for s in v}
-
-    def delete() -> None:
-        for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
-            rel = rel_path(partition, file_name)
-            if rel not in written:
-                table.storage.delete(join(table.base_path, rel))
-
-    if fence is None:
-        delete()
-        return
-    with table.timeline_writer.lock():
-        fence()
-        delete()
-
-
 def discard_stale_output(table, instant: str) -> int:
     """After losing a job: once another worker completed ``instant``, files that carry a marker
     of it but are not in its commit metadata are the stale attempt's (written after the new
@@ -360,9 +212,6 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-__all__ = ["Fence", "FileGroupWork", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "StatsByPartition", "all_stats",
-           "discard_stale_output",
-           "finish_plan", "heartbeat_settings", "plural", "refuse_if_alive", "rel_path", "remove_orphans",
-           "pending_plan", "pending_plan_file_groups", "plans_on_timeline", "refuse_shared_file_groups",
-           "run_file_group_tasks", "run_plans", "schedule_plan", "spark_session",
-           "start_plan", "task_weight", "total"]
+__all__ = ["Fence", "HEARTBEAT_INTERVAL_KEY", "HEARTBEAT_MISSES_KEY", "all_stats", "discard_stale_output",
+           "heartbeat_settings", "pending_plan", "pending_plan_file_groups", "plans_on_timeline", "plural",
+           "refuse_if_alive", "refuse_shared_file_groups", "run_plans", "schedule_plan", "total"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+
+from tablesvc.services.metrics import ServiceMetrics
 
 
 class Status(enum.Enum):
@@ -20,7 +22,7 @@ class ServiceResult:
     status: Status
     instant: str | None = None        # the service's own instant (or the planned one)
     reason: str = ""                  # why nothing was done / what was done, one line
-    metrics: Mapping[str, Any] = field(default_factory=dict)
+    metrics: ServiceMetrics = field(default_factory=ServiceMetrics)   # the service's own type (metrics.py)
 
     @property
     def exit_code(self) -> int:
@@ -28,7 +30,7 @@ class ServiceResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"action": self.action, "status": self.status.value, "instant": self.instant,
-                "reason": self.reason, "metrics": dict(self.metrics)}
+                "reason": self.reason, "metrics": self.metrics.as_dict()}
 
     def render(self) -> str:
         head = f"{self.action}: {self.status.value.replace('_', ' ')}"
@@ -36,6 +38,7 @@ class ServiceResult:
             head += f" ({self.instant})"
         if self.reason:
             head += f": {self.reason}"
-        if self.metrics:
-            head += "; " + ", ".join(f"{k}={v}" for k, v in self.metrics.items())
+        shown = self.metrics.as_dict()
+        if shown:
+            head += "; " + ", ".join(f"{k}={v}" for k, v in shown.items())
         return head

@@ -10,19 +10,19 @@ hudi-rs takes a partial copy of a log file for a log file and fails the whole re
 
 A copy is deleted when both hold:
 
-* its modification time is older than the heartbeat window (``interval × misses``, by the wall
-  clock the file system stamps it with): a live creator links within milliseconds of its last
-  write (timeline files and partition metadata are small and written whole); a creator silent
-  that long is dead by the rule every other recovery uses, and were it only stalled, its link
-  then fails and nothing half-written ever shows;
+* its modification time is older than the heartbeat window (``interval × misses``): the file
+  system stamps that time, and the table's clock (``table.clock``, injectable like every other
+  reading of the time; the system clock outside tests) says what time it is now, as for the
+  heartbeats Java Hudi writes (empty files whose mtime is the beat).  A live creator links
+  within milliseconds of its last write (timeline files and partition metadata are small and
+  written whole); a creator silent that long is dead by the rule every other recovery uses, and
+  were it only stalled, its link then fails and nothing half-written ever shows;
 * a data file's copy is not named with a pending instant: that instant's writer may still be
   streaming a large base file into it, and the instant's own rollback removes it by name (from
   its markers, ``Storage.discard_partial``).
 """
 
 from __future__ import annotations
-
-import time
 
 from tablesvc.fsview.names import BaseFileName, LogFileName, PARTITION_METAFILE
 from tablesvc.fsview.partitions import discover_partitions
@@ -55,12 +55,13 @@ def _named_instant(name: str) -> str | None:
 
 def sweep_temporary_copies(table, older_than_ms: int, now_ms: int | None = None) -> list[str]:
     """Delete the abandoned temporary copies (module doc) older than ``older_than_ms``; returns
-    their paths.  Nothing for a storage without temporary copies."""
+    their paths.  Nothing for a storage without temporary copies.  ``now_ms``: the table's clock
+    when not given."""
     storage = table.storage
     copy_of = getattr(storage, "temporary_copy_of", None)
     if copy_of is None:
         return []
-    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    now = table.clock.now_ms() if now_ms is None else now_ms
     pending = None
     removed: list[str] = []
     for folder, names, data in _folders(table):

@@ -58,7 +58,7 @@ class Requirement:
         return found >= _version_tuple(self.minimum) and (self.below is None or found < _version_tuple(self.below))
 
 
-# Kept equal to setup.py's install_requires (tests/test_python_api_executors.py compares them);
+# Kept equal to setup.py's install_requires (tests/spark/test_python_api_executors.py compares them);
 # pyspark and pandas are PySpark's own: its worker checks them.
 REQUIREMENTS = (Requirement("pyarrow", "pyarrow", "14"), Requirement("fastavro", "fastavro", "1.9"),
                 Requirement("numpy", "numpy", "1.24"), Requirement("yaml", "pyyaml", "6"))

@@ -21,13 +21,16 @@ Steps, and what a crash at each one leaves (docs/write-path.md has the full tabl
 5. Check that no file group got two files (``_check_one_file_per_group``); reconcile:
    files that have a marker but no write stat (failed task attempts) are deleted.
 6. Complete ``T`` under the table lock with commit metadata (every write stat and the
-   table schema), then delete the markers and the heartbeat.  An input without rows, or
-   any failure, removes ``T`` again instead (``_abort``).
+   table schema), then delete the heartbeat and the markers.  An input without rows, or
+   any failure, removes ``T`` again instead (``InstantLifecycle.abort``).
 
 Until step 6 readers see nothing of T: its files carry an instant that is not completed.
 
-Step 1 is ``prepare_write``, steps 2-6 ``run_write``.  The write as an action (the eager
-rollback between them, the inline services after the commit) is ``tablesvc/services/write.py``.
+Step 1 is ``prepare_write``; steps 3-5 up to the check are ``write_rows`` (the Spark job;
+``commit_metadata`` and ``write_result`` read its stats).  Steps 2, 6 and the orphans of step 5
+are the instant's lifecycle, the one every action follows (``tablesvc/services/lifecycle``),
+driven by the write as an action, with the eager rollback before and the inline services
+after: ``tablesvc/services/write.py``.
 """
 
 from __future__ import annotations
@@ -57,17 +60,15 @@ from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for
 from tablesvc.table.config import MergeMode
 from tablesvc.table.writable import WRITE, require_writable
+from tablesvc.table.meta_fields import PARTITION_PATH as PARTITION
+from tablesvc.table.meta_fields import RECORD_KEY as KEY
 from tablesvc.write import (DEFAULT_PARTITION_PATH, BucketSpec, FileGroupTarget, KeySpec, WriteContext,
-                            add_key_columns, bucket_file_id, bucket_of_file_id, combine_in_batch, delete_markers,
-                            list_markers, reconcile_schema, write_file_group)
+                            add_key_columns, bucket_file_id, bucket_of_file_id, combine_in_batch, reconcile_schema,
+                            write_file_group)
 from tablesvc.write.existing_keys import PresentKeys
 from tablesvc.write.keys import EMPTY_KEY_PLACEHOLDER, NULL_KEY_PLACEHOLDER
-from timeline.heartbeat import Heartbeat
-from timeline.instant import Action
 from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
-from timeline.storage import join
 
-KEY, PARTITION = "_hoodie_record_key", "_hoodie_partition_path"
 NEW_GROUP = ""  # file-group column value for keys the lookup index did not find
 _ROUTE = "_tablesvc_route"
 
@@ -501,17 +502,6 @@ def _lookup_targets(spark, table, view_slices, keyed, partitions: set[str]):
             .drop("_lk_partition", "_lk_key", "_lk_fg")), targets
 
 
-def _abort(table, instant) -> None:
-    """Undo a write that failed while this process is alive: its files (from the markers),
-    the markers, then the pending instant.  A process killed before this point leaves the
-    instant inflight for ``tablesvc rollback`` to undo the same way."""
-    for partition, file_name, _io in list_markers(table.storage, table.base_path, instant.timestamp):
-        table.storage.delete(join(table.base_path, partition, file_name) if partition else
-                             join(table.base_path, file_name))
-    delete_markers(table.storage, table.base_path, instant.timestamp)
-    table.timeline_writer.remove_pending(instant)
-
-
 @dataclass(frozen=True)
 class PreparedWrite:
     """A write checked and ready to run (``prepare_write``): nothing of the table changed yet."""
@@ -537,8 +527,8 @@ def prepare_write(table, df, operation: str | Operation = Operation.UPSERT, *,
 
     ``log_block_format`` (avro or parquet) defaults to ``hoodie.logfile.data.block.format``
     in ``config``; ``config`` defaults to the table's ``.hoodie/tablesvc.yaml`` over the
-    built-in defaults.  The write as an action (eager rollback, this, ``run_write``, the
-    inline services) is ``tablesvc/services/write.py``.
+    built-in defaults.  The write as an action (eager rollback, this, the instant's lifecycle
+    around ``write_rows``, the inline services) is ``tablesvc/services/write.py``.
     """
     op = operation if isinstance(operation, Operation) else Operation.parse(operation)
     started = time.monotonic()
@@ -578,126 +568,116 @@ def prepare_write(table, df, operation: str | Operation = Operation.UPSERT, *,
                          log_block_format=log_block_format)
 
 
-def run_write(prepared: PreparedWrite, v6_pending_compaction_targets) -> WriteResult | None:
-    """Steps 2-6 of a write: request and start the instant (heartbeat first), route, run the
-    write job, commit, or undo it all (``_abort``).  ``None`` when the input has no row.  The
-    result carries no services and the seconds so far (the action adds both).
+def write_rows(prepared: PreparedWrite, instant: str,
+               v6_pending_compaction_targets) -> dict[str, list[WriteStat]] | None:
+    """Steps 3-5 of a write, the Spark job, for the started instant ``instant``: route, write
+    the file groups, check that no file group got two files.  The write stats by partition, or
+    None when the input has no row.  The instant's lifecycle around it (request, start, orphans,
+    commit, abort) is the action's (``tablesvc/services/write.py``); an error of a Spark task
+    comes back as tablesvc's own (``translate_task_error``).
 
     ``v6_pending_compaction_targets(table, targets)``: the compaction planner's rule for v6
     tables (a log joins the slice of a pending compaction plan), passed in by the action:
     spark/ sits below services/ (docs/architecture.md)."""
-    table, df, op, config = prepared.table, prepared.df, prepared.op, prepared.config
+    try:
+        return _write_rows(prepared, instant, v6_pending_compaction_targets)
+    except BaseException as e:
+        raise translate_task_error(e) from None
+
+
+def _write_rows(prepared: PreparedWrite, instant: str,
+                v6_pending_compaction_targets) -> dict[str, list[WriteStat]] | None:
+    table, df, op = prepared.table, prepared.df, prepared.op
     data_schema, data_columns, log_block_format = prepared.data_schema, prepared.data_columns, prepared.log_block_format
     key_spec, bucket, jvm_route = prepared.key_spec, prepared.bucket, prepared.jvm_route
     spark = df.sparkSession
     cfg = prepared.table_config
-    writer = table.timeline_writer
-    beating: list[Heartbeat] = []
+    view_timeline = table.timeline()
+    view_slices = table.file_system_view(view_timeline).latest_file_slices(table.storage)
+    from pyspark.sql.types import StringType, StructField, StructType
 
-    def beat_first(timestamp: str) -> None:
-        # Before the requested file exists (as Hudi does): a pending write without a heartbeat
-        # looks failed to every rollback sweep, which would roll back this live write.
-        beating.append(Heartbeat(table.storage, table.base_path, timestamp, table.clock,
-                                 interval_ms=config.get("hoodie.client.heartbeat.interval_in_ms")).start())
+    tagged_schema = StructType(list(df.schema.fields) + [StructField(c, StringType()) for c in
+                                                         (KEY, PARTITION, FG_COLUMN)])
+    # a StructType, not DDL text: the text costs a round trip to the JVM's parser
+    stats_schema = StructType([StructField("partition", StringType()), StructField("stat", StringType())])
 
-    try:
-        instant = writer.request(Action.DELTA_COMMIT, before_create=beat_first)
-    except BaseException:
-        for h in beating:
-            h.stop()
-        raise
-    heartbeat = beating[0]
-    try:
-        inflight = writer.start(instant)
-    except BaseException:
-        heartbeat.stop(delete=False)    # the requested instant stays: the sweep rolls it back once expired
-        raise
-    try:
-        view_timeline = table.timeline()
-        view_slices = table.file_system_view(view_timeline).latest_file_slices(table.storage)
-        from pyspark.sql.types import StringType, StructField, StructType
+    def routed_in_python():
+        keyed = _routed(df, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
+        return keyed if keyed is not None else df.mapInArrow(_tag_batches(key_spec, bucket), tagged_schema)
 
-        tagged_schema = StructType(list(df.schema.fields) + [StructField(c, StringType()) for c in
-                                                             (KEY, PARTITION, FG_COLUMN)])
-        # a StructType, not DDL text: the text costs a round trip to the JVM's parser
-        stats_schema = StructType([StructField("partition", StringType()), StructField("stat", StringType())])
+    keyed = df.withColumn(GROUP_COLUMN, jvm_route.group_hash()) if jvm_route is not None else routed_in_python()
+    if bucket is not None:
+        targets = {}
+        for s in view_slices:
+            b = bucket_of_file_id(s.file_id)
+            if b is not None:
+                targets[(s.partition, str(b))] = FileGroupTarget.from_slice(s)
+    elif op is Operation.INSERT:
+        targets = {}
+    else:
+        with progress_phase(f"write {instant}"):    # a scan of the input: progress lines too
+            partitions = {r[0] for r in keyed.select(PARTITION).distinct().collect()}
+        keyed, targets = _lookup_targets(spark, table, view_slices, keyed, partitions)
+    if cfg.version < 8:
+        # Compaction, v6 only (docs/compaction.md): a file group in a pending compaction plan C
+        # takes its new log into slice C (named with base instant C), or C's completion would hide
+        # it.  v8/v9 need nothing: a log joins the slice its completion time falls into.
+        targets = v6_pending_compaction_targets(table, targets)
+    ctx = WriteContext(base_path=table.base_path, table_name=cfg.name, table_version=cfg.version,
+                       instant=instant, data_schema_json=data_schema,
+                       ordering_field=cfg.ordering_field, log_block_format=log_block_format,
+                       operation=op.value, stage_id=0)
+    ordering = None if op is Operation.DELETE else cfg.ordering_field
 
-        def routed_in_python():
-            keyed = _routed(df, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
-            return keyed if keyed is not None else df.mapInArrow(_tag_batches(key_spec, bucket), tagged_schema)
+    # The bucket index sends new keys into existing file groups too: the write tasks count
+    # the keys each group held before, inserts and updates apart (write.existing_keys).
+    # A table whose slices this reader cannot merge (CUSTOM merge mode) or that stores no record
+    # keys (no meta fields) keeps Hudi's bucket-index count: every record an update.
+    present = None
+    if bucket is not None and op is not Operation.DELETE and cfg.populate_meta_fields \
+            and cfg.merge_mode is not MergeMode.CUSTOM:
+        present = PresentKeys(ReadContext.for_table(table, view_timeline, columns=(KEY,)),
+                              {(s.partition, s.file_id): SliceSpec.from_file_slice(s) for s in view_slices})
+    counters = task_counters(spark)
 
-        keyed = df.withColumn(GROUP_COLUMN, jvm_route.group_hash()) if jvm_route is not None else routed_in_python()
-        if bucket is not None:
-            targets = {}
-            for s in view_slices:
-                b = bucket_of_file_id(s.file_id)
-                if b is not None:
-                    targets[(s.partition, str(b))] = FileGroupTarget.from_slice(s)
-        elif op is Operation.INSERT:
-            targets = {}
-        else:
-            with progress_phase(f"write {instant.timestamp}"):    # a scan of the input: progress lines too
-                partitions = {r[0] for r in keyed.select(PARTITION).distinct().collect()}
-            keyed, targets = _lookup_targets(spark, table, view_slices, keyed, partitions)
-        if cfg.version < 8:
-            # Compaction, v6 only (docs/compaction.md): a file group in a pending compaction plan C
-            # takes its new log into slice C (named with base instant C), or C's completion would hide
-            # it.  v8/v9 need nothing: a log joins the slice its completion time falls into.
-            targets = v6_pending_compaction_targets(table, targets)
-        ctx = WriteContext(base_path=table.base_path, table_name=cfg.name, table_version=cfg.version,
-                           instant=instant.timestamp, data_schema_json=data_schema,
-                           ordering_field=cfg.ordering_field, log_block_format=log_block_format,
-                           operation=op.value, stage_id=0)
-        ordering = None if op is Operation.DELETE else cfg.ordering_field
+    def run_write_job(frame, hashed: bool) -> list:
+        # One file group at a time in a task's memory (a shuffle partition may hold many);
+        # the rows that come back are write stats only: a few hundred bytes per file group.
+        write_group = _write_groups(ctx, targets, bucket, ordering, data_columns, key_spec, hashed,
+                                    present=present, counters=counters)
+        return rows_by_file_group(frame, hashed).mapInArrow(write_group, stats_schema).collect()
 
-        # The bucket index sends new keys into existing file groups too: the write tasks count
-        # the keys each group held before, inserts and updates apart (write.existing_keys).
-        # A table whose slices this reader cannot merge (CUSTOM merge mode) or that stores no record
-        # keys (no meta fields) keeps Hudi's bucket-index count: every record an update.
-        present = None
-        if bucket is not None and op is not Operation.DELETE and cfg.populate_meta_fields \
-                and cfg.merge_mode is not MergeMode.CUSTOM:
-            present = PresentKeys(ReadContext.for_table(table, view_timeline, columns=(KEY,)),
-                                  {(s.partition, s.file_id): SliceSpec.from_file_slice(s) for s in view_slices})
-        counters = task_counters(spark)
+    with progress_phase(f"write {instant}"):
+        try:
+            rows = run_write_job(keyed, hashed=jvm_route is not None)
+        except Exception as e:
+            if jvm_route is None or INEXACT_ROUTE not in str(e):
+                raise
+            # Keys Hudi parses as field:value pairs: their bucket is Python's to compute.  The
+            # job stopped in its map stage, before any file was written.
+            rows = run_write_job(routed_in_python(), hashed=False)
+    if not rows:
+        return None     # the input has no row: nothing to do
+    stats: dict[str, list[WriteStat]] = {}
+    for row in rows:
+        if row["stat"] is not None:
+            stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
+    _check_one_file_per_group(instant, stats, bucket)
+    return stats
 
-        def run_write_job(frame, hashed: bool) -> list:
-            # One file group at a time in a task's memory (a shuffle partition may hold many);
-            # the rows that come back are write stats only: a few hundred bytes per file group.
-            write_group = _write_groups(ctx, targets, bucket, ordering, data_columns, key_spec, hashed,
-                                        present=present, counters=counters)
-            return rows_by_file_group(frame, hashed).mapInArrow(write_group, stats_schema).collect()
 
-        with progress_phase(f"write {instant.timestamp}"):
-            try:
-                rows = run_write_job(keyed, hashed=jvm_route is not None)
-            except Exception as e:
-                if jvm_route is None or INEXACT_ROUTE not in str(e):
-                    raise
-                # Keys Hudi parses as field:value pairs: their bucket is Python's to compute.  The
-                # job stopped in its map stage, before any file was written.
-                rows = run_write_job(routed_in_python(), hashed=False)
-        if not rows:
-            _abort(table, inflight)     # the input has no row: nothing to do, no instant left
-            return None
-        stats: dict[str, list[WriteStat]] = {}
-        for row in rows:
-            if row["stat"] is not None:
-                stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
-        _check_one_file_per_group(instant.timestamp, stats, bucket)
-        _remove_orphans(table, instant.timestamp, stats)
-        metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
-                                  extra_metadata={"schema": data_schema}, operation_type=op.hudi_name)
-        writer.complete(inflight, encode_commit_metadata(metadata, cfg.layout))
-    except BaseException as e:
-        _abort(table, inflight)
-        raise translate_task_error(e) from None
-    finally:
-        heartbeat.stop()
-    delete_markers(table.storage, table.base_path, instant.timestamp)
+def commit_metadata(prepared: PreparedWrite, stats: dict[str, list[WriteStat]]) -> bytes:
+    """The write's commit metadata: every write stat and the table schema after the write."""
+    metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
+                              extra_metadata={"schema": prepared.data_schema}, operation_type=prepared.op.hudi_name)
+    return encode_commit_metadata(metadata, prepared.table_config.layout)
+
+
+def write_result(prepared: PreparedWrite, instant: str, stats: dict[str, list[WriteStat]]) -> WriteResult:
+    """What a committed write reports; no services yet, and the seconds so far (the action adds both)."""
     all_stats = [s for v in stats.values() for s in v]
     return WriteResult(
-        instant=instant.timestamp, operation=op.hudi_name, files_written=len(all_stats),
+        instant=instant, operation=prepared.op.hudi_name, files_written=len(all_stats),
         records_written=sum(s.num_writes or 0 for s in all_stats),
         inserts=sum(s.num_inserts or 0 for s in all_stats),
         updates=sum(s.num_update_writes or 0 for s in all_stats),
@@ -722,11 +702,3 @@ def _check_one_file_per_group(instant: str, stats: dict[str, list[WriteStat]], b
                                     "write is committed")
             seen.add(group)
 
-
-def _remove_orphans(table, instant: str, stats: dict[str, list[WriteStat]]) -> None:
-    """Delete files a failed task attempt left behind: a marker, but no write stat."""
-    written = {s.path for v in stats.values() for s in v}
-    for partition, file_name, _io in list_markers(table.storage, table.base_path, instant):
-        rel = f"{partition}/{file_name}" if partition else file_name
-        if rel not in written:
-            table.storage.delete(join(table.base_path, rel))

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tablesvc.table.meta_fields import RECORD_KEY as KEY
+
 if TYPE_CHECKING:
     from tablesvc.merge import ReadContext, SliceSpec
     from timeline.storage import Storage
-
-KEY = "_hoodie_record_key"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ and the marker tells a rollback it may exist.
 
 * New file group, upsert/insert: one base parquet file
   ``<fileId>_<token>_<instant>.parquet`` (meta columns, then data columns in schema
-  order, snappy).  A delete for a group that does not exist writes nothing.
+  order), written by the one base-file writer (``base_file_writer``) that compaction uses
+  too.  A delete for a group that does not exist writes nothing.
 * Existing file group: one new log file with one block: an Avro (or Parquet) data
   block for upserts/inserts, a delete block for deletes.  Log names: v6
   ``.<fileId>_<slice base instant>.log.<next version>_<token>``, v8/v9
@@ -17,20 +18,21 @@ and the marker tells a rollback it may exist.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tablesvc.errors import ConflictError, InvalidInputError
-from tablesvc.fsview.names import PARTITION_METAFILE, BaseFileName, LogFileName, write_token
+from tablesvc.fsview.names import BaseFileName, LogFileName, write_token
 from tablesvc.logformat import LogBlock, avro_data_block, delete_block, encode_blocks, parquet_data_block
+from tablesvc.table.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME
+from tablesvc.write.base_file_writer import write_base_file
 from tablesvc.write.keys import PARTITION_PATH_COLUMN, RECORD_KEY_COLUMN
 from tablesvc.write.markers import IOType, create_marker
+from tablesvc.write.markers import rel_path as _rel
 from tablesvc.write.parquet_encoding import dictionary_columns
 from tablesvc.write.schema_evolution import align_to_schema, with_meta_fields
 from timeline.payloads import WriteStat
@@ -96,29 +98,6 @@ class FileGroupTarget:
                    tuple(lf.file_name for lf in file_slice.log_files))
 
 
-def partition_depth(partition: str) -> int:
-    return len([p for p in partition.split("/") if p]) if partition else 0
-
-
-def ensure_partition_metadata(storage: Storage, base_path: str, partition: str, instant: str,
-                              depth: int | None = None) -> bool:
-    """Create ``<partition>/.hoodie_partition_metadata`` unless it exists; True when created."""
-    path = join(base_path, partition, PARTITION_METAFILE)
-    if storage.exists(path):
-        return False
-    depth = partition_depth(partition) if depth is None else depth
-    body = f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n".encode()
-    try:
-        storage.write_new(path, body)
-    except FileExistsError:  # another task made it first
-        return False
-    return True
-
-
-def _rel(partition: str, name: str) -> str:
-    return f"{partition}/{name}" if partition else name
-
-
 def _with_meta(records: pa.Table, ctx: WriteContext, task_partition: int, file_name: str) -> pa.Table:
     """Records with all five meta columns set for this write, aligned to the block/file schema."""
     n = records.num_rows
@@ -126,9 +105,9 @@ def _with_meta(records: pa.Table, ctx: WriteContext, task_partition: int, file_n
                                       pa.array(np.arange(n, dtype=np.int64)).cast(pa.string()), "_")
     names = records.schema.names
     columns = {name: records.column(i) for i, name in enumerate(names)}
-    columns["_hoodie_commit_time"] = pa.repeat(pa.scalar(ctx.instant, pa.string()), n)  # no Python list of n
-    columns["_hoodie_commit_seqno"] = seq
-    columns["_hoodie_file_name"] = pa.repeat(pa.scalar(file_name, pa.string()), n)
+    columns[COMMIT_TIME] = pa.repeat(pa.scalar(ctx.instant, pa.string()), n)  # no Python list of n
+    columns[COMMIT_SEQNO] = seq
+    columns[FILE_NAME] = pa.repeat(pa.scalar(file_name, pa.string()), n)
     return align_to_schema(pa.table(columns), with_meta_fields(ctx.data_schema_json))
 
 
@@ -145,29 +124,17 @@ def _check_records(records: pa.Table, target: FileGroupTarget) -> None:
                                 f"{target.partition!r} of file group {target.file_id}")
 
 
-def _parquet_bytes(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="snappy", use_dictionary=dictionary_columns(table.schema, table))
-    return sink.getvalue()
-
-
 def _write_base(storage: Storage, ctx: WriteContext, target: FileGroupTarget, records: pa.Table,
                 task_partition: int, token: str) -> WriteStat:
     name = BaseFileName(target.file_id, token, ctx.instant).name
-    data = _parquet_bytes(_with_meta(records, ctx, task_partition, name))
-    # The marker first: a rollback of a write killed while creating the partition metadata then
-    # visits this partition and removes the metadata file's partial temporary copy.
-    create_marker(storage, ctx.base_path, ctx.instant, target.partition, name, IOType.CREATE)
-    ensure_partition_metadata(storage, ctx.base_path, target.partition, ctx.instant)
-    try:
-        storage.write_new(join(ctx.base_path, target.partition, name), data)
-    except FileExistsError:
-        raise ConflictError(f"{_rel(target.partition, name)} already exists (the same task attempt ran twice?)") \
-            from None
-    n = records.num_rows
+    table = _with_meta(records, ctx, task_partition, name)
+    # One table, one feed: the writer splits it into row groups of ROW_GROUP_ROWS, as
+    # ``pq.write_table`` did; the file may be the first of a new partition.
+    n, size = write_base_file(storage, ctx.base_path, ctx.instant, target.partition, name, table.schema, [table],
+                              new_partition=True)
     return WriteStat(file_id=target.file_id, path=_rel(target.partition, name), prev_commit="null",
                      partition_path=target.partition, num_writes=n, num_inserts=n,
-                     total_write_bytes=len(data), file_size_in_bytes=len(data))
+                     total_write_bytes=size, file_size_in_bytes=size)
 
 
 def _log_name_instant(ctx: WriteContext, target: FileGroupTarget) -> str:
@@ -243,8 +210,7 @@ def write_file_group(storage: Storage, ctx: WriteContext, target: FileGroupTarge
 
 
 __all__ = [
-    "FileGroupTarget", "LOG_BLOCK_FORMATS", "OPERATIONS", "WriteContext", "ensure_partition_metadata",
-    "log_data_block", "partition_depth", "write_file_group",
+    "FileGroupTarget", "LOG_BLOCK_FORMATS", "OPERATIONS", "WriteContext", "log_data_block", "write_file_group",
 ]
 
 

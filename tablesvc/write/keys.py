@@ -28,12 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tablesvc.errors import InvalidInputError, UnsupportedTableError
+# The write's names for the two meta fields it computes from the data.
+from tablesvc.table.meta_fields import PARTITION_PATH as PARTITION_PATH_COLUMN
+from tablesvc.table.meta_fields import RECORD_KEY as RECORD_KEY_COLUMN
 
 if TYPE_CHECKING:
     from tablesvc.table.config import TableConfig
 
-RECORD_KEY_COLUMN = "_hoodie_record_key"
-PARTITION_PATH_COLUMN = "_hoodie_partition_path"
 DEFAULT_PARTITION_PATH = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY_PLACEHOLDER = "__null__"
 EMPTY_KEY_PLACEHOLDER = "__empty__"

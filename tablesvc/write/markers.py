@@ -84,4 +84,19 @@ def delete_markers(storage: Storage, base_path: str, instant: str) -> None:
     storage.delete_tree(marker_dir(base_path, instant))
 
 
-__all__ = ["IOType", "MARKER_ROOT", "create_marker", "delete_markers", "list_markers", "marker_dir", "marker_path"]
+def rel_path(partition: str, name: str) -> str:
+    """A file's path relative to the table base, as write stats record it ("" is no partition)."""
+    return f"{partition}/{name}" if partition else name
+
+
+def remove_orphans(storage: Storage, base_path: str, instant: str, written: set[str]) -> None:
+    """Delete the files of ``instant`` that carry a marker but are not in ``written`` (their
+    paths relative to the table, as write stats record them): what a failed task attempt left."""
+    for partition, file_name, _io in list_markers(storage, base_path, instant):
+        rel = rel_path(partition, file_name)
+        if rel not in written:
+            storage.delete(join(base_path, rel))
+
+
+__all__ = ["IOType", "MARKER_ROOT", "create_marker", "delete_markers", "list_markers", "marker_dir", "marker_path",
+           "rel_path", "remove_orphans"]

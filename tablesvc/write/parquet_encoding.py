@@ -17,7 +17,7 @@ name (one value) reach the writer as dictionary arrays, so their values are neit
 nor hashed again.  One file keeps one Arrow schema (``encoded_columns``,
 ``align_keeping_encodings``), and each row group one dictionary per column
 (``share_dictionaries``).  Such a file is written without an Arrow schema so that readers see
-plain strings (compaction's ``_write_parquet``).
+plain strings (``base_file_writer``).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tablesvc.table.meta_fields import COMMIT_SEQNO, RECORD_KEY
 from tablesvc.write.schema_evolution import align_to_schema
 
-UNIQUE_META_COLUMNS = ("_hoodie_record_key", "_hoodie_commit_seqno")   # distinct in every base file
+UNIQUE_META_COLUMNS = (RECORD_KEY, COMMIT_SEQNO)   # distinct in every base file
 SAMPLE_ROWS = 8192
 MAX_DISTINCT = 0.5          # share of distinct values in the sample above which a column goes plain
 

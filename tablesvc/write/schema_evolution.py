@@ -27,9 +27,7 @@ import pyarrow as pa
 
 from tablesvc.errors import InvalidInputError
 from tablesvc.logformat import avro_schema_to_arrow
-
-META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
-               "_hoodie_partition_path", "_hoodie_file_name")
+from tablesvc.table.meta_fields import META_FIELDS
 
 DEFAULT_RECORD_BASE = "hoodie"  # record name base when a first schema is built without a table name
 
@@ -253,4 +251,4 @@ def align_to_schema(table: pa.Table, schema_json: str) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=target)
 
 
-__all__ = ["META_FIELDS", "align_to_schema", "arrow_to_avro_schema", "reconcile_schema", "with_meta_fields"]
+__all__ = ["align_to_schema", "arrow_to_avro_schema", "reconcile_schema", "with_meta_fields"]

@@ -16,6 +16,7 @@ Sizes scale with ``TABLESVC_BENCH_SCALE`` (default 1.0: fits a 2-core, 24 GiB ma
 from __future__ import annotations
 
 import cProfile
+import io
 import json
 import os
 import platform
@@ -124,6 +125,13 @@ def timed(fn: Callable[[], Any]) -> Measurement:
     m.cpu_s = round(tree_cpu_s() - cpu, 2)
     m.load_1m = round(load, 2)
     return m
+
+
+def profile_text(prof: cProfile.Profile, sort: str, limit: int = 30) -> str:
+    """A profile's ``limit`` heaviest functions by ``sort`` (``tottime``, ``cumulative``), as text."""
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats(sort).print_stats(limit)
+    return s.getvalue()
 
 
 def repeats() -> int:

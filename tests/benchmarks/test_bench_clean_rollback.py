@@ -18,7 +18,7 @@ the proposals of the reference notes on performance anchors, part B.4).
   that an insert and an upsert wrote, then an upsert that wrote a log file into every file group
   and died before its commit: its ``complete`` raises, and the write's own undo and the removal
   of its heartbeat are switched off, which leaves what ``kill -9`` at that step leaves (an
-  inflight delta commit, its markers, its heartbeat, 1,000 log files; tests/test_rollback.py
+  inflight delta commit, its markers, its heartbeat, 1,000 log files; tests/spark/test_rollback.py
   kills real processes).  The heartbeat is then dated an hour back, as a dead writer's is once
   it expires.  ``rollback`` of that instant is timed: planning from the markers, the persisted
   plan, the deletes, the completed rollback and the removal of markers and heartbeat.
@@ -40,9 +40,9 @@ from tablesvc.config import build_config
 from tablesvc.services.clean.executor import finish_pending_cleans, schedule_clean
 from tablesvc.services.result import Status
 from tablesvc.services.rollback import PlanSummary, plan_rollback, rollback
-from tablesvc.table import Table, TableSpec
+from tablesvc.api import Table, TableSpec
 from tablesvc.write.markers import marker_dir
-from test_bench_planning import build_timeline   # the planning benchmark's table builder
+from synthetic_timeline import build_timeline   # the planning benchmark's table builder
 from timeline.heartbeat import Heartbeat, heartbeat_path
 from timeline.instant import Action, State
 
@@ -166,7 +166,7 @@ def _snapshot(path: str) -> list[tuple]:
 def crashed_table(spark, tmp_path_factory):
     """(the crashed table's folder, the killed instant, hudi-rs rows before the killed write)."""
     import timeline.transitions as transitions
-    import tablesvc.spark.write_job as write_job
+    from tablesvc.services.lifecycle import InstantLifecycle
 
     root = tmp_path_factory.mktemp("bench_rollback")
     path = str(root / "crashed")
@@ -185,7 +185,7 @@ def crashed_table(spark, tmp_path_factory):
     stop = Heartbeat.stop
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(transitions.TimelineWriter, "complete", die_at_the_commit)
-        mp.setattr(write_job, "_abort", lambda *a, **k: None)
+        mp.setattr(InstantLifecycle, "abort", lambda self: None)    # the write is killed: nothing undone
         mp.setattr(Heartbeat, "stop", lambda self, delete=True: stop(self, delete=False))
         with pytest.raises(_KilledHere):
             Table.open(path).upsert(_rows(spark, 3))

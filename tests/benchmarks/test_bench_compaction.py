@@ -25,27 +25,23 @@ the issue's absolute target: 10M rows / 10% updates compacted in <= 25 s includi
 from __future__ import annotations
 
 import cProfile
-import io
 import os
-import pstats
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tablesvc.demo.spark_story import trips
-from tablesvc.table import Table, TableSpec
+from tablesvc.api import Table
+# the data and checks the Spark benchmarks share (beside this module, on sys.path)
+from bench_data import DATA_COLUMNS, LOG_FORMATS, NUM_BUCKETS, Dataset, build_dataset, checksum, sample_keys
+from bench_harness import profile_text
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
 
 SCALE = float(os.environ.get("TABLESVC_BENCH_SCALE", "1.0"))
-NUM_BUCKETS = 4
-LOG_FORMATS = ("avro", "parquet")
-DATA_COLUMNS = ("uuid", "ts", "rider", "fare", "city")
 TARGET_RATIO = 0.5
 TARGET_10M_S = 25.0
 
@@ -60,13 +56,6 @@ def harness(bench):
 
 def timed(bench, fn):
     return harness(bench).timed(fn)
-
-
-def updates_of(spark, rows: int):
-    """10% of the keys (tens digit 3: spread over every partition and bucket), newer ts, doubled fare range."""
-    from pyspark.sql import functions as F
-
-    return trips(spark, 0, rows, 2_000_000, fare_scale=2.0).where(F.substring("uuid", -2, 1) == "3")
 
 
 def slice_bytes(table: Table) -> tuple[int, int, int]:
@@ -86,15 +75,6 @@ def tree_bytes(path: str | Path) -> int:
     return total
 
 
-def checksum(df) -> tuple[int, int]:
-    """(rows, order-independent hash sum of the data columns), computed in Spark."""
-    from pyspark.sql import functions as F
-
-    row = df.select(F.count(F.lit(1)).alias("n"),
-                    F.sum(F.hash(*DATA_COLUMNS).cast("long")).alias("h")).collect()[0]
-    return int(row["n"]), int(row["h"] or 0)
-
-
 def baseline_merge(spark, plain_base: str, plain_updates: str):
     """The hand-written merge over plain Parquet: latest update per key, anti-join, union."""
     spark.read.parquet(plain_base).createOrReplaceTempView("bench_base")
@@ -111,44 +91,6 @@ def baseline_merge(spark, plain_base: str, plain_updates: str):
 
 def run_baseline(spark, plain_base: str, plain_updates: str, out: str) -> None:
     baseline_merge(spark, plain_base, plain_updates).write.mode("overwrite").partitionBy("city").parquet(out)
-
-
-def profile_text(prof: cProfile.Profile, sort: str, limit: int = 30) -> str:
-    s = io.StringIO()
-    pstats.Stats(prof, stream=s).sort_stats(sort).print_stats(limit)
-    return s.getvalue()
-
-
-@dataclass
-class Dataset:
-    work: Path
-    rows: int
-    updates: int
-    plain_base: str
-    plain_updates: str
-    tables: dict[str, str] = field(default_factory=dict)    # log format -> uncompacted table path
-    setup_s: float = 0.0
-
-
-def build_dataset(spark, work: Path, rows: int, formats=LOG_FORMATS) -> Dataset:
-    """Plain Parquet copies first; the tables are written from them (same rows on both sides)."""
-    started = time.monotonic()
-    plain_base, plain_updates = str(work / "plain_base"), str(work / "plain_updates")
-    trips(spark, 0, rows, 1_000_000).write.mode("overwrite").partitionBy("city").parquet(plain_base)
-    updates_of(spark, rows).write.mode("overwrite").partitionBy("city").parquet(plain_updates)
-    updates = spark.read.parquet(plain_updates).count()
-    seed = work / "seed"
-    Table.create(str(seed), TableSpec("bench", ("uuid",), "ts", ("city",), num_buckets=NUM_BUCKETS)) \
-        .insert(spark.read.parquet(plain_base))
-    ds = Dataset(work, rows, updates, plain_base, plain_updates)
-    for fmt in formats:
-        path = work / f"mor_{fmt}"
-        shutil.copytree(seed, path)
-        Table.open(str(path)).upsert(spark.read.parquet(plain_updates), log_block_format=fmt)
-        ds.tables[fmt] = str(path)
-    shutil.rmtree(seed)
-    ds.setup_s = round(time.monotonic() - started, 1)
-    return ds
 
 
 def warm_up(spark, work: Path) -> None:
@@ -228,12 +170,6 @@ def hudi_rs_sample(path: str, rows: int):
     sample = sample_keys(rows)
     picked = t.filter(pc.is_in(t.column("uuid"), value_set=pa.array(sample)))
     return t.num_rows, sorted(tuple(r[c] for c in DATA_COLUMNS) for r in picked.to_pylist())
-
-
-def sample_keys(rows: int) -> list[str]:
-    """~2,000 keys in every partition: not updated (ids 0-4 + k * step) and updated (ids 30-34 + k * step)."""
-    step = max(100, rows // 200 // 100 * 100)
-    return [f"trip-{i:07d}" for start in (0, 1, 2, 3, 4, 30, 31, 32, 33, 34) for i in range(start, rows, step)]
 
 
 def baseline_sample(spark, out: str, rows: int):
@@ -322,8 +258,8 @@ def compaction_case(bench, spark, ds: Dataset, fmt: str, case: str, profile_name
                  baseline="Spark SQL merge on plain Parquet", theirs=theirs, target=target, met=met, notes=notes,
                  updates=ds.updates, log_format=fmt, file_groups=groups, base_bytes=base_bytes, log_bytes=log_bytes,
                  baseline_input_bytes=tree_bytes(ds.plain_base) + tree_bytes(ds.plain_updates),
-                 output_bytes=int(metrics.get("bytes_written", 0)), baseline_output_bytes=tree_bytes(out),
-                 compaction_metrics=metrics, one_file_group_in_process_s=round(task_s, 3),
+                 output_bytes=metrics.bytes_written, baseline_output_bytes=tree_bytes(out),
+                 compaction_metrics=metrics.as_dict(), one_file_group_in_process_s=round(task_s, 3),
                  tablesvc_cpu_s=ours.cpu_s, baseline_cpu_s=theirs.cpu_s, load_1m_before=[theirs.load_1m, ours.load_1m],
                  one_file_group=task_info, data_setup_s=ds.setup_s,
                  **({"spark_start_up_s": absolute_s, "with_start_up_s": round(ours.seconds + absolute_s, 2)}

@@ -2,7 +2,7 @@
 
 One MOR table per log block format (table version 8) is built outside the timings with
 tablesvc's own write pieces (``write_file_group`` per file group, the timeline writer, commit
-metadata), as ``tests/test_log_compaction.py`` does: 4 partitions of one file group each, a base
+metadata), as ``tests/unit/test_log_compaction.py`` does: 4 partitions of one file group each, a base
 file per file group, then 10 delta commits that each update random rows of every file group: one
 data block per file group and commit, in the table's format.  Sizes per file group (``SIZES``):
 
@@ -51,7 +51,7 @@ from tablesvc.services.log_compaction import (
 )
 from tablesvc.services.result import Status
 from tablesvc.logformat import BlockType, HeaderKey, encode_blocks, read_log_file
-from tablesvc.table import Table, TableSpec
+from tablesvc.api import Table, TableSpec
 from tablesvc.write import (
     FileGroupTarget, KeySpec, WriteContext, add_key_columns, bucket_file_id, delete_markers, write_file_group,
 )

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tablesvc.table import Table, TableSpec
+from tablesvc.api import Table, TableSpec
 
 
 def _harness():
@@ -97,7 +97,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tablesvc.merge import ReadContext, SliceSpec, iter_file_slice
 from tablesvc.services.compaction import CompactionTask, compact_file_group
-from tablesvc.table import Table
+from tablesvc.api import Table
 
 op, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
 table = Table.open(path)

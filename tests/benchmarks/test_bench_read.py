@@ -31,11 +31,10 @@ from pathlib import Path
 
 import pytest
 
-from tablesvc.table import Table
-# the same data, checks and helpers as the compaction benchmark (one definition of each)
-from test_bench_compaction import (  # noqa: E402
-    DATA_COLUMNS, LOG_FORMATS, build_dataset, checksum, profile_text, sample_keys,
-)
+from tablesvc.api import Table
+# the same data and checks as the compaction benchmark (one definition of each, beside this module)
+from bench_data import DATA_COLUMNS, LOG_FORMATS, build_dataset, checksum, sample_keys
+from bench_harness import profile_text
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
 

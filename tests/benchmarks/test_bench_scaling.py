@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tablesvc.demo.story_support import trips
-from tablesvc.table import Table, TableSpec
+from tablesvc.api import Table, TableSpec
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
 
@@ -40,7 +40,7 @@ def updates(spark, rows: int, part: int, parts: int):
     every partition and file group, newer ts)."""
     from pyspark.sql import functions as F
 
-    from test_bench_write import update_batch
+    from bench_data import update_batch
 
     ten = update_batch(spark, rows)
     return ten.where(F.abs(F.hash("uuid")) % parts == part) if parts > 1 else ten

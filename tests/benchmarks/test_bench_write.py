@@ -49,12 +49,11 @@ from tablesvc.demo.spark_story import trips
 from tablesvc.spark.write_groups import GROUP_COLUMN
 from tablesvc.spark.write_job import _jvm_route, rows_by_file_group
 from tablesvc.write import BucketSpec, KeySpec
-from tablesvc.table import Table, TableSpec
+from tablesvc.api import Table, TableSpec
+from bench_data import DATA_COLUMNS, NUM_BUCKETS, update_batch   # beside this module, on sys.path
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.spark]
 
-NUM_BUCKETS = 4
-DATA_COLUMNS = ("uuid", "ts", "rider", "fare", "city")
 TARGET_UPSERT_VS_DELTA = 1.0
 SAMPLE_KEYS = 500
 
@@ -65,23 +64,6 @@ def harness(bench):
     import bench_harness
 
     return bench_harness
-
-
-def update_batch(spark, rows: int):
-    """10% of the keys of ``trips(spark, 0, rows, ...)``: id ``10 i + (7 i) % 10`` for i < rows // 10, so
-    one key in every ten consecutive ids, all five cities and every file group; newer ``ts``, new fare.
-    Same columns and formulas as ``trips``."""
-    from pyspark.sql import functions as F
-
-    from tablesvc.demo.story_support import CITIES
-
-    cities = F.array(*[F.lit(c) for c in CITIES])
-    ids = spark.range(0, rows // 10).select((F.col("id") * 10 + (F.col("id") * 7) % 10).alias("id"))
-    return ids.select(F.format_string("trip-%07d", F.col("id")).alias("uuid"),
-                      (F.lit(2_000_000) + F.col("id") % 1000).alias("ts"),
-                      F.format_string("rider-%03d", F.col("id") % 997).alias("rider"),
-                      F.round(F.rand(seed=7) * 160 + 5, 2).alias("fare"),
-                      F.element_at(cities, (F.col("id") % len(CITIES) + 1).cast("int")).alias("city"))
 
 
 def tree_bytes(path: str | Path, newer_than: set[str] | None = None) -> int:

@@ -21,10 +21,11 @@ import time
 
 from tablesvc.config.loader import ServiceConfig
 from tablesvc.services.clean.planner import plan_clean
+from tablesvc.services.lifecycle import CLEAN_LIFECYCLE, InstantLifecycle, lease_requirements
+from tablesvc.services.metrics import CleanMetrics
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.services.rollback.executor import remove_leftovers
 from tablesvc.table.writable import CLEAN, require_writable
-from timeline.errors import IllegalTransitionError, InstantExistsError
 from timeline.instant import Action, Instant, State
 from timeline.payloads import (CleanerPlan, CleanMetadata, CleanPartitionMetadata, decode_cleaner_plan,
                                encode_clean_metadata, encode_cleaner_plan)
@@ -32,20 +33,17 @@ from timeline.payloads import (CleanerPlan, CleanMetadata, CleanPartitionMetadat
 
 def _execute(table, requested: Instant, plan: CleanerPlan, fence=None) -> ServiceResult:
     started = time.monotonic()
-    writer = table.timeline_writer
-    timeline = table.timeline()
-    current = timeline.get(requested.timestamp)
-    if current is not None and current.state is State.INFLIGHT:
-        inflight = Instant(requested.timestamp, Action.CLEAN, State.INFLIGHT)
-    else:
-        try:
-            inflight = writer.start(requested)
-        except (InstantExistsError, IllegalTransitionError):
-            # Another process (a runner, or a writer's inline clean) took the same plan: deleting
-            # is idempotent, so go on; only one of us will complete it.
-            if _completed_elsewhere(table, requested.timestamp):
-                return _finished_elsewhere(requested.timestamp)
-            inflight = Instant(requested.timestamp, Action.CLEAN, State.INFLIGHT)
+    # Another process (a runner, or a writer's inline clean) may run the same plan: deleting is
+    # idempotent, so a racing start is joined (CLEAN_LIFECYCLE); only one of us completes it.
+    life = InstantLifecycle(table, CLEAN_LIFECYCLE)
+    with life.start(requested) as run:
+        if run.found_completed:
+            return _finished_elsewhere(requested.timestamp)
+        return _delete_and_commit(table, life, requested, plan, fence, started)
+
+
+def _delete_and_commit(table, life: InstantLifecycle, requested: Instant, plan: CleanerPlan, fence,
+                       started: float) -> ServiceResult:
     partitions = {}
     deleted = failed = 0
     for partition, paths in plan.files_to_delete().items():
@@ -71,23 +69,15 @@ def _execute(table, requested: Instant, plan: CleanerPlan, fence=None) -> Servic
         # Completing would hide files that are still there; leave the clean pending for a re-run.
         return ServiceResult("clean", Status.NOTHING_TO_DO, requested.timestamp,
                              f"{failed} files could not be deleted; the clean stays pending and the next run "
-                             "retries it", {"files_deleted": deleted, "files_failed": failed})
-    # fence: a runner that lost this job's lease must not complete it (timeline/lease.py)
-    try:
-        done = writer.complete(inflight, encode_clean_metadata(metadata), (lambda _t: fence()) if fence else None)
-    except (InstantExistsError, IllegalTransitionError):
-        if _completed_elsewhere(table, requested.timestamp):
-            return _finished_elsewhere(requested.timestamp)
-        raise
+                             "retries it", CleanMetrics(files_deleted=deleted, files_failed=failed))
+    # the lease: a runner that lost this job must not complete it (timeline/lease.py)
+    done = life.commit(encode_clean_metadata(metadata), lease_requirements(fence))
+    if done is None:
+        return _finished_elsewhere(requested.timestamp)
     return ServiceResult("clean", Status.DONE, done.timestamp,
                          f"deleted {deleted} files; earliest commit to retain {ectr or '-'}",
-                         {"files_deleted": deleted, "partitions": len(partitions), "policy": plan.policy,
-                          "earliest_commit_to_retain": ectr})
-
-
-def _completed_elsewhere(table, timestamp: str) -> bool:
-    now = table.timeline().get(timestamp)
-    return now is not None and now.is_completed
+                         CleanMetrics(files_deleted=deleted, partitions=len(partitions), policy=plan.policy,
+                                      earliest_commit_to_retain=ectr))
 
 
 def _finished_elsewhere(timestamp: str) -> ServiceResult:
@@ -118,13 +108,13 @@ def schedule_clean(table, config: ServiceConfig) -> ServiceResult:
         return ServiceResult("clean", Status.NOTHING_TO_DO, None, planned.reason)
     payload = encode_cleaner_plan(planned.plan)
     # re-checked under the lock: two runners must not both request a clean
-    requested = table.timeline_writer.request_built(
-        Action.CLEAN, lambda timeline: None if timeline.pending(Action.CLEAN) else payload)
+    requested = InstantLifecycle(table, CLEAN_LIFECYCLE).request_built(
+        lambda timeline: None if timeline.pending(Action.CLEAN) else payload)
     if requested is None:
         return ServiceResult("clean", Status.NOTHING_TO_DO, None, "another clean was requested meanwhile")
     n = sum(len(v) for v in planned.plan.files_to_delete().values())
     return ServiceResult("clean", Status.SCHEDULED, requested.timestamp, f"{n} files planned for deletion",
-                         {"files_to_delete": n})
+                         CleanMetrics(files_to_delete=n))
 
 
 def run_clean(table, config: ServiceConfig, *, dry_run: bool = False) -> list[ServiceResult]:
@@ -134,14 +124,14 @@ def run_clean(table, config: ServiceConfig, *, dry_run: bool = False) -> list[Se
         planned = plan_clean(table, config)
         files = [f for v in (planned.plan.files_to_delete().values() if planned.plan else []) for f in v]
         return [ServiceResult("clean", Status.DRY_RUN, None, planned.reason,
-                              {"files_to_delete": len(files), "files": files})]
+                              CleanMetrics(files_to_delete=len(files), files=tuple(files)))]
     results = finish_pending_cleans(table)
     planned = plan_clean(table, config)
     if planned.plan is None:
         results.append(ServiceResult("clean", Status.NOTHING_TO_DO, None, planned.reason,
-                                     {"partitions_scanned": planned.partitions_scanned}))
+                                     CleanMetrics(partitions_scanned=planned.partitions_scanned)))
     else:
-        requested = table.timeline_writer.request(Action.CLEAN, encode_cleaner_plan(planned.plan))
+        requested = InstantLifecycle(table, CLEAN_LIFECYCLE).request(encode_cleaner_plan(planned.plan))
         results.append(_execute(table, requested, planned.plan))
     remove_leftovers(table)
     return results

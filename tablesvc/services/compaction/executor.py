@@ -10,48 +10,50 @@ Steps for a plan ``C`` (docs/compaction.md has the crash table):
    the slice restricted to the plan's base file and log files with
    ``tablesvc.merge.open_merged_slice`` (the reader's one merge code path, as of ``C`` so later
    blocks are never merged), and stream the rows, a row group at a time, into
-   ``<fileId>_<token>_<C>.parquet`` (``Storage.write_new_from``) after a CREATE marker; the merge
-   counts the inserts, updates and deletes on the way.  Tasks return write stats only.
+   ``<fileId>_<token>_<C>.parquet`` with the one base-file writer (``write/base_file_writer``: a
+   CREATE marker, then ``Storage.write_new_from``); the merge counts the inserts, updates and
+   deletes on the way.  Tasks return write stats only.
 4. Files with a marker but no stat (failed task attempts) are deleted.
-5. Under the lock: complete ``C`` as ``commit`` (``compacted=true``, ``COMPACT``,
-   ``extraMetadata.schema``); then delete the markers and the heartbeat.
+5. Under the lock, once its requirements hold (``requirements.py``: the lease, ``C`` still
+   inflight, v6: no write into a planned slice): complete ``C`` as ``commit`` (``compacted=true``,
+   ``COMPACT``, ``extraMetadata.schema``); then delete the markers and the heartbeat.
+
+Steps 2, 4 and 5 are the one instant lifecycle (``services/lifecycle``).
 """
 
 from __future__ import annotations
 
-import io
-import itertools
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from tablesvc.errors import ConflictError, InvalidInputError
+from tablesvc.errors import InvalidInputError
 from tablesvc.fsview.names import BaseFileName, LogFileName
 from tablesvc.logformat import avro_schema_to_arrow
 from tablesvc.merge import ReadContext, SliceSpec, open_merged_slice
 from tablesvc.services.compaction.planner import ACTION, schedule_compaction
+from tablesvc.services.compaction.requirements import commit_requirements
+from tablesvc.services.lifecycle import COMPACTION_LIFECYCLE, InstantLifecycle, lease_requirements
 from tablesvc.services.plan_execution import (
-    Fence, all_stats, finish_plan, pending_plan, plans_on_timeline, plural, refuse_if_alive, refuse_shared_file_groups,
-    rel_path, remove_orphans, run_file_group_tasks, run_plans, start_plan, total,
+    Fence, all_stats, heartbeat_settings, pending_plan, plans_on_timeline, plural, refuse_if_alive,
+    refuse_shared_file_groups, run_plans, total,
 )
+from tablesvc.services.metrics import CompactionMetrics
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.table.meta_fields import FILE_NAME
 from tablesvc.table.writable import COMPACT, require_writable
-from tablesvc.write.markers import IOType, create_marker
-from tablesvc.write.parquet_encoding import (
-    align_keeping_encodings, arrow_bytes, constant_strings, dictionary_columns, encoded_columns, share_dictionaries,
-)
+from tablesvc.spark.file_group_tasks import run_file_group_tasks
+from tablesvc.write.base_file_writer import row_groups, sorted_row_groups, write_base_file
+from tablesvc.write.markers import rel_path
+from tablesvc.write.parquet_encoding import align_keeping_encodings, constant_strings, encoded_columns
 from tablesvc.write.schema_evolution import with_meta_fields
-from timeline.active import Timeline
 from timeline.instant import Action, Instant, State
 from timeline.payloads import CommitMetadata, CompactionPlan, WriteStat, encode_commit_metadata
 from timeline.storage import Storage, join
-
-FILE_NAME = "_hoodie_file_name"
 
 
 # -- one file group (runs inside a Spark task, or anywhere) -------------------------------------------
@@ -77,74 +79,6 @@ class CompactionTask:
                          tuple(join(folder, n) for n in self.log_files))
 
 
-# A row group of a new base file ends at ROW_GROUP_ROWS rows (pyarrow's default, what
-# ``pq.write_table`` wrote before) or once its rows take ROW_GROUP_BYTES in Arrow: the rows a task
-# buffers before writing them.  Smaller row groups compress a little less (16 MiB: about 80k rows
-# of the memory benchmark's rows, a file 9% larger than with 1M-row groups).
-ROW_GROUP_ROWS = 1 << 20
-ROW_GROUP_BYTES = 16 << 20
-
-
-def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """``tables`` regrouped into row groups of up to ``ROW_GROUP_ROWS`` rows or about
-    ``ROW_GROUP_BYTES`` (merged batches are small, row groups should not be)."""
-    pending: list[pa.Table] = []
-    rows = size = 0
-    for table in tables:
-        pending.append(table)
-        rows += table.num_rows
-        size += arrow_bytes(table)
-        if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
-            yield share_dictionaries(pa.concat_tables(pending))
-            pending, rows, size = [], 0, 0
-    if pending:
-        yield share_dictionaries(pa.concat_tables(pending))
-
-
-def _sorted_row_groups(tables: Iterable[pa.Table], sort_columns: tuple[str, ...]) -> Iterator[pa.Table]:
-    """Sorting needs every row: the merged slice is materialised here (the one case that does)."""
-    parts = list(tables)
-    if not parts:               # every row deleted: an empty file, as without sorting
-        return
-    rows = pa.concat_tables(parts).sort_by([(c, "ascending") for c in sort_columns])
-    for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
-        yield rows.slice(start, ROW_GROUP_ROWS)
-
-
-def _write_parquet(storage: Storage, path: str, schema: pa.Schema, groups: Iterable[pa.Table]) -> tuple[int, int]:
-    """Create ``path`` (atomically, exclusively) from ``groups``, one row group each; (rows, bytes).
-    Columns that come as dictionary arrays are written from their dictionaries (no hashing of
-    the values); the file then stores no Arrow schema, so that every reader reads them back as
-    the plain type ``schema`` says, as it reads the files Hudi writes (which have none either)."""
-    rows = 0
-
-    def write(sink) -> None:
-        nonlocal rows
-        pending = iter(groups)
-        first = next(pending, None)
-        dictionary = dictionary_columns(schema, first)
-        file_schema = first.schema if first is not None else schema
-        encoded = any(pa.types.is_dictionary(t) for t in file_schema.types)
-        with pq.ParquetWriter(sink, file_schema, compression="snappy", use_dictionary=dictionary,
-                              store_schema=not encoded) as writer:
-            for group in itertools.chain(() if first is None else (first,), pending):
-                first = None        # else the first group stays alive while the next fills
-                writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
-                rows += group.num_rows
-                del group           # else it stays alive while the next group fills
-            if not rows:
-                writer.write_table(schema.empty_table())    # as pq.write_table writes an empty table
-
-    write_from = getattr(storage, "write_new_from", None)
-    if write_from is not None:
-        size = write_from(path, write)
-        return rows, size
-    sink = io.BytesIO()             # a storage that cannot stream: the file is built in memory
-    write(sink)
-    storage.write_new(path, sink.getvalue())
-    return rows, sink.tell()
-
-
 def compact_file_group(storage: Storage, ctx: ReadContext, task: CompactionTask, token: str) -> WriteStat:
     """Merge one planned slice exactly as the reader does and write it as the new base file,
     streaming: base rows go from the old base file to the new one a batch at a time."""
@@ -168,13 +102,8 @@ def compact_file_group(storage: Storage, ctx: ReadContext, task: CompactionTask,
                 encoded = encoded_columns(table.schema, target)
             yield align_keeping_encodings(table, schema_json, encoded)
 
-    groups = _sorted_row_groups(out_tables(), task.sort_columns) if task.sort_columns else _row_groups(out_tables())
-    create_marker(storage, ctx.base_path, task.instant, task.partition, name, IOType.CREATE)
-    try:
-        rows, size = _write_parquet(storage, join(ctx.base_path, task.partition, name), target, groups)
-    except FileExistsError:
-        raise ConflictError(f"{rel_path(task.partition, name)} already exists (the same task attempt ran twice?)") \
-            from None
+    groups = sorted_row_groups(out_tables(), task.sort_columns) if task.sort_columns else row_groups(out_tables())
+    rows, size = write_base_file(storage, ctx.base_path, task.instant, task.partition, name, target, groups)
     scan_ms = int((fold_s + merged.read_seconds) * 1000)
     metrics, counts = merged.metrics, merged.counts
     extra_v8 = {"prev_base_file": task.base_file, "total_log_read_time_ms": scan_ms} if task.table_version >= 8 else {}
@@ -228,23 +157,6 @@ def _recover_inflight(table, instant: Instant, config: Any, fence: Fence | None)
     rollback(table, instant.timestamp, config=config) if config is not None else rollback(table, instant.timestamp)
 
 
-def _v6_conflicts(table, plan: CompactionPlan, instant: str):
-    """v6 precheck: a write completed after C into a planned group's *old* slice would be lost."""
-    groups = {(op.partition_path or "", op.file_id): op.base_instant_time for op in plan.operations or ()}
-
-    def check(timeline: Timeline) -> None:
-        for done in timeline.completed(Action.DELTA_COMMIT):
-            if done.timestamp <= instant:
-                continue
-            md = timeline.commit_metadata(table.storage, done)
-            for stat in md.write_stats() if md is not None else ():
-                old = groups.get((stat.partition_path or "", stat.file_id))
-                if old is not None and stat.is_log_write and stat.prev_commit == old:
-                    raise ConflictError(f"compaction {instant}: write {done.timestamp} added {stat.path} to the "
-                                        f"slice {old} being compacted; roll back one of them")
-    return check
-
-
 def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], config: Any,
              fence: Fence | None, in_process: bool = False) -> ServiceResult:
     started = time.monotonic()
@@ -258,7 +170,9 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
     if recovered:
         _recover_inflight(table, current, config, fence)
     # On failure C stays inflight without a heartbeat: the next run rolls it back and re-executes it.
-    with start_plan(table, instant_ts, Action.COMPACTION, "compaction", config, fence) as inflight:
+    lease = lease_requirements(fence)
+    life = InstantLifecycle(table, COMPACTION_LIFECYCLE, heartbeat_interval_ms=heartbeat_settings(config)[0])
+    with life.start(Instant(instant_ts, Action.COMPACTION, State.REQUESTED), lease):
         timeline = table.timeline()
         ctx = ReadContext.for_table(table, timeline, as_of=instant_ts)
         schema_json = ctx.table_schema_json or table.schema(timeline)
@@ -268,19 +182,18 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
         tasks = _tasks(table, plan, instant_ts, schema_json, sort_columns)
         stats = run_file_group_tasks(table, ctx, tasks, compact_file_group, spark, in_process=in_process,
                                      label=f"compaction {instant_ts}")
-        remove_orphans(table, instant_ts, stats, fence)
+        life.remove_orphans(stats, lease)
         latest_schema = table.schema(table.timeline()) or schema_json
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=True,
                                   extra_metadata={"schema": latest_schema}, operation_type="COMPACT")
-        precheck = _v6_conflicts(table, plan, instant_ts) if table.config.version < 8 else None
-        done = finish_plan(table, inflight, encode_commit_metadata(metadata, table.config.layout), precheck, fence)
+        done = life.commit(encode_commit_metadata(metadata, table.config.layout),
+                           commit_requirements(table, plan, instant_ts, fence))
     written = all_stats(stats)
-    metrics = {"file_groups": len(written), "log_files": total(written, "total_log_files_compacted"),
-               "log_bytes": total(written, "total_log_size_compacted"),
-               "log_records": total(written, "total_log_records"), "records_written": total(written, "num_writes"),
-               "bytes_written": total(written, "file_size_in_bytes"), "seconds": round(time.monotonic() - started, 3)}
-    if done.completion_time:
-        metrics["completion_time"] = done.completion_time
+    metrics = CompactionMetrics(
+        file_groups=len(written), log_files=total(written, "total_log_files_compacted"),
+        log_bytes=total(written, "total_log_size_compacted"), log_records=total(written, "total_log_records"),
+        records_written=total(written, "num_writes"), bytes_written=total(written, "file_size_in_bytes"),
+        seconds=round(time.monotonic() - started, 3), completion_time=done.completion_time or None)
     reason = f"{plural(len(written), 'file group')} compacted into new base files"
     if recovered:
         reason += " (an earlier failed attempt was rolled back first)"

@@ -24,6 +24,7 @@ from tablesvc.fsview.names import LogFileName
 from tablesvc.fsview.sizes import sizes_by_folder
 from tablesvc.fsview.view import FileSlice, FileSystemView
 from tablesvc.services.compaction.triggers import compaction_due
+from tablesvc.services.metrics import CompactionPlanMetrics
 from tablesvc.services.plan_execution import pending_plan_file_groups, schedule_plan
 from tablesvc.services.result import ServiceResult
 from tablesvc.table.writable import COMPACT, require_writable
@@ -138,8 +139,9 @@ def pending_writes(timeline: Timeline) -> list[str]:
             if i.action in _WRITE_ACTIONS]
 
 
-def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[CompactionPlan | None, str, dict]:
-    """The plan for the table as ``timeline`` shows it, or (None, why not, {})."""
+def build_plan(table, timeline: Timeline, config: Any = None
+               ) -> tuple[CompactionPlan | None, str, CompactionPlanMetrics | None]:
+    """The plan for the table as ``timeline`` shows it and its metrics, or (None, why not, None)."""
     config = service_config(config)   # checked whatever the table holds: a plain mapping too
     # The executor merges with the schema of the latest completed write's commit metadata: a
     # plan over a commit file that does not decode could never run, so none is written
@@ -150,7 +152,7 @@ def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[Compactio
         if writes:
             return None, (f"table version 6: write {writes[0]} is pending; a compaction must be earlier than "
                           "every pending write (v6 names log files after their slice), so nothing is scheduled "
-                          "until it completes or is rolled back"), {}
+                          "until it completes or is rolled back"), None
     pinned = pinned_file_groups(table, timeline)
     # Names only: sizes are read for the candidates' files alone (below), not for every data file.
     view = FileSystemView.build(table.storage, table.base_path, table.config, timeline, sizes=False)
@@ -176,8 +178,8 @@ def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[Compactio
     if not candidates:
         if skipped_pinned:
             return None, (f"every file group with log files ({skipped_pinned}) is already in a pending "
-                          "compaction, log compaction or clustering plan"), {}
-        return None, "no file group has log files of completed delta commits", {}
+                          "compaction, log compaction or clustering plan"), None
+        return None, "no file group has log files of completed delta commits", None
     candidates.sort(key=lambda c: (-c.log_bytes, c.slice.partition, c.slice.file_id))
     target_io = float(config.get(TARGET_IO_KEY))   # Hudi's default: 500 GB per compaction
     chosen: list[CompactionOperation] = []
@@ -189,12 +191,10 @@ def build_plan(table, timeline: Timeline, config: Any = None) -> tuple[Compactio
         if remaining <= 0:
             break
     plan = CompactionPlan(operations=tuple(chosen), extra_metadata=None, version=2)
-    metrics = {"file_groups": len(chosen), "log_files": sum(len(op.delta_file_paths or ()) for op in chosen),
-               "log_bytes": int(sum(op.metrics["TOTAL_LOG_FILES_SIZE"] for op in chosen))}  # type: ignore[index]
-    if skipped_pinned:
-        metrics["skipped_in_pending_plans"] = skipped_pinned
-    if len(chosen) < len(candidates):
-        metrics["left_for_later"] = len(candidates) - len(chosen)
+    metrics = CompactionPlanMetrics(
+        file_groups=len(chosen), log_files=sum(len(op.delta_file_paths or ()) for op in chosen),
+        log_bytes=int(sum(op.metrics["TOTAL_LOG_FILES_SIZE"] for op in chosen)),  # type: ignore[index]
+        skipped_in_pending_plans=skipped_pinned or None, left_for_later=len(candidates) - len(chosen) or None)
     return plan, "", metrics
 
 
@@ -206,11 +206,11 @@ def schedule_compaction(table, config: Any = None, *, force: bool = False,
     than every time on the timeline)."""
     require_writable(table, COMPACT)
 
-    def build(timeline: Timeline) -> tuple[CompactionPlan | None, str, dict]:
+    def build(timeline: Timeline) -> tuple[CompactionPlan | None, str, CompactionPlanMetrics | None]:
         if not force:
             due, why = compaction_due(timeline, config, table.clock, tz=table.instant_times.timezone)
             if not due:
-                return None, f"not due: {why}", {}
+                return None, f"not due: {why}", None
         return build_plan(table, timeline, config)
 
     return schedule_plan(table, Action.COMPACTION, ACTION, build, instant)

@@ -24,6 +24,7 @@ from tablesvc.merge import ReadContext, select_blocks
 from tablesvc.services.compaction.planner import (
     MB, pending_writes, pinned_file_groups,
 )
+from tablesvc.services.metrics import LogCompactionPlanMetrics
 from tablesvc.services.plan_execution import schedule_plan
 from tablesvc.services.result import ServiceResult
 from tablesvc.table.writable import LOG_COMPACT, require_writable
@@ -56,12 +57,13 @@ def threshold_origin(config: Any, force: bool = False) -> str:
 
 
 def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
-                              force: bool = False) -> tuple[CompactionPlan | None, str, dict]:
-    """The plan for the table as ``timeline`` shows it, or (None, why not, {})."""
+                              force: bool = False
+                              ) -> tuple[CompactionPlan | None, str, LogCompactionPlanMetrics | None]:
+    """The plan for the table as ``timeline`` shows it and its metrics, or (None, why not, None)."""
     writes = pending_writes(timeline)
     if writes:
         return None, (f"write {writes[0]} is pending; its log blocks could not be ordered after the compacted "
-                      "block, so nothing is scheduled until it completes or is rolled back"), {}
+                      "block, so nothing is scheduled until it completes or is rolled back"), None
     threshold = blocks_threshold(config, force)
     pinned = pinned_file_groups(table, timeline)
     ctx = ReadContext.for_table(table, timeline)
@@ -106,17 +108,14 @@ def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
         if single:
             parts.append(f"{single} file group{'s' if single != 1 else ''} whose valid log blocks all come from "
                          "one instant (nothing to stitch)")
-        return None, ("; ".join(parts) if parts else "no file group has log blocks of completed delta commits"), {}
+        return None, ("; ".join(parts) if parts else "no file group has log blocks of completed delta commits"), None
     ops.sort(key=lambda op: (op.partition_path or "", op.file_id or ""))
     plan = CompactionPlan(operations=tuple(ops), extra_metadata=None, version=2,
                           strategy=CompactionStrategy(LOG_COMPACTION_EXECUTOR, None, 1), preserve_hoodie_metadata=True)
-    metrics = {"file_groups": len(ops), "log_files": sum(len(op.delta_file_paths or ()) for op in ops),
-               "log_blocks": int(sum(op.metrics["TOTAL_LOG_BLOCKS"] for op in ops)),  # type: ignore[index]
-               "threshold": threshold}
-    if skipped_pinned:
-        metrics["skipped_in_pending_plans"] = skipped_pinned
-    if below:
-        metrics["below_threshold"] = below
+    metrics = LogCompactionPlanMetrics(
+        file_groups=len(ops), log_files=sum(len(op.delta_file_paths or ()) for op in ops),
+        log_blocks=int(sum(op.metrics["TOTAL_LOG_BLOCKS"] for op in ops)),  # type: ignore[index]
+        threshold=threshold, skipped_in_pending_plans=skipped_pinned or None, below_threshold=below or None)
     return plan, "", metrics
 
 

@@ -25,7 +25,10 @@ Which pending instants it rolls back is ``pending.classify_pending``'s verdict `
 report of what it left pending (``recovery.recover``, ``tablesvc status``) is the same call.
 
 Every step is idempotent, so re-running a half-done rollback finishes it under the same
-``R`` (a pending rollback of ``T`` is always resumed, never duplicated).
+``R`` (a pending rollback of ``T`` is always resumed, never duplicated).  Steps 2 and 6 are the
+one instant lifecycle (``services/lifecycle``, ``ROLLBACK_LIFECYCLE``: heartbeat before the
+start, an inflight ``R`` resumed, a completion by another run taken as done); step 1's request
+re-checks ``T`` under the lock with its own lock wait, so it stays here.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from tablesvc.config import load_config, service_config
 from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
 from tablesvc.fsview.names import PARTITION_METAFILE, UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
 from tablesvc.logformat import read_log_file, rollback_block, write_log_file
+from tablesvc.services.lifecycle import ROLLBACK_LIFECYCLE, InstantLifecycle
+from tablesvc.services.metrics import RollbackMetrics
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.services.temporary_copies import sweep_temporary_copies
 from tablesvc.services.rollback.pending import (
@@ -257,7 +262,7 @@ def _rollback(table, t: str, s: _Settings, *, dry_run: bool, allow_completed: bo
             _delete_heartbeat(table, t)
             _delete_heartbeat(table, r.timestamp)   # R's own, if its process died before stopping it
             return ServiceResult(ACTION, Status.DONE, r.timestamp, f"finished rollback of {t} ({origin.value})",
-                                 {"target": t, "resumed": True})
+                                 RollbackMetrics(target=t, resumed=True))
     else:
         if failed_only:
             raise _Skip()  # never touch a completed instant unless asked (anchors C.7)
@@ -275,8 +280,8 @@ def _rollback(table, t: str, s: _Settings, *, dry_run: bool, allow_completed: bo
     if dry_run:
         return ServiceResult(ACTION, Status.DRY_RUN, None,
                              f"would roll back {t} ({target_action_name(timeline, instant)}, {instant.state.value})",
-                             {"target": t, "files_to_delete": len(summary.files_to_delete),
-                              "command_blocks": summary.slices_with_command_blocks})
+                             RollbackMetrics(target=t, files_to_delete=len(summary.files_to_delete),
+                                             command_blocks=summary.slices_with_command_blocks))
     snapshot = timeline.files_of(t)
     r = _request(table, t, plan, snapshot, instant, s, failed_only=failed_only)
     return _resume(table, r, plan, s, dry_run=False, allow_completed=allow_completed, resumed=False)
@@ -324,26 +329,23 @@ def _resume(table, r: Instant, plan: RollbackPlan, s: _Settings, *, dry_run: boo
     if dry_run:
         return ServiceResult(ACTION, Status.DRY_RUN, r.timestamp,
                              f"would {'resume' if r.is_pending else 'finish'} rollback {r.timestamp} of {t} ({action})",
-                             {"target": t, "files_to_delete": len(summary.files_to_delete),
-                              "command_blocks": summary.slices_with_command_blocks})
+                             RollbackMetrics(target=t, files_to_delete=len(summary.files_to_delete),
+                                             command_blocks=summary.slices_with_command_blocks))
     if table.config.layout is TimelineLayout.V2 and summary.command_block_files:
         raise InvalidInputError(f"rollback {r.timestamp}: its plan appends rollback blocks, which table version "
                                 f"{table.config.version} does not use (only deletes)")
     started = time.monotonic()
     writer = table.timeline_writer
-    heartbeat = Heartbeat(table.storage, table.base_path, r.timestamp, table.clock, s.interval_ms).start()
-    try:
-        timeline = table.timeline()
-        current = _rollback_state(timeline, r.timestamp)
-        if current is State.REQUESTED:
-            writer.start(Instant(r.timestamp, Action.ROLLBACK, State.REQUESTED))
-        if current is not State.COMPLETED:
-            target = target_instant(timeline, t)
+    # R's heartbeat beats from before its state is read; a re-run resumes R where it stopped
+    life = InstantLifecycle(table, ROLLBACK_LIFECYCLE, heartbeat_interval_ms=s.interval_ms)
+    with life.start(Instant(r.timestamp, Action.ROLLBACK, State.REQUESTED)) as run:
+        if not run.found_completed:
+            target = target_instant(run.timeline, t)
             if target is not None and target.is_completed:
                 if not allow_completed:
                     # The plan was made for a pending T that completed since, or a rollback of a
                     # completed T died before step 3.  No file was touched yet: give R up.
-                    writer.remove_pending(Instant(r.timestamp, Action.ROLLBACK, State.INFLIGHT))
+                    life.abort()
                     return ServiceResult(ACTION, Status.NOTHING_TO_DO, r.timestamp,
                                          f"abandoned rollback {r.timestamp}: instant {t} is completed (roll it back "
                                          "with --instant and --allow-completed)")
@@ -356,31 +358,18 @@ def _resume(table, r: Instant, plan: RollbackPlan, s: _Settings, *, dry_run: boo
                 total_files_deleted=sum(len(m.success_delete_files) for m in outcome.values()),
                 commits_rollback=(t,), partition_metadata=outcome, version=1,
                 instants_rollback=(InstantInfo(t, action),))
-            try:
-                writer.complete(Instant(r.timestamp, Action.ROLLBACK, State.INFLIGHT),
-                                encode_rollback_metadata(metadata))
-            except (IllegalTransitionError, InstantExistsError):
-                if _rollback_state(table.timeline(), r.timestamp) is not State.COMPLETED:
-                    raise
+            life.commit(encode_rollback_metadata(metadata))    # completed by another run: fine (ROLLBACK_LIFECYCLE)
         else:
             outcome = {}
         _finish_target(table, t, action)
-    finally:
-        heartbeat.stop()
     _delete_heartbeat(table, t)
     done = table.timeline()
     completed = next((i for i in done.instants if i.timestamp == r.timestamp and i.action is Action.ROLLBACK), None)
     return ServiceResult(ACTION, Status.DONE, r.timestamp, f"rolled back {t} ({action})",
-                         {"target": t,
-                          "files_deleted": sum(len(m.success_delete_files) for m in outcome.values()),
-                          "command_blocks": sum(len(m.rollback_log_files or {}) for m in outcome.values()),
-                          "resumed": resumed,
-                          "completion_time": completed.completion_time if completed else None})
-
-
-def _rollback_state(timeline: Timeline, ts: str) -> State | None:
-    files = [f for f in timeline.files_of(ts) if f.action is Action.ROLLBACK]
-    return max(files, key=lambda f: f.state.rank).state if files else None
+                         RollbackMetrics(
+                             target=t, files_deleted=sum(len(m.success_delete_files) for m in outcome.values()),
+                             command_blocks=sum(len(m.rollback_log_files or {}) for m in outcome.values()),
+                             resumed=resumed, completion_time=completed.completion_time if completed else None))
 
 
 def _discard_partial_copies(storage, paths: list[str]) -> None:

@@ -1,0 +1,26 @@
+"""One instant lifecycle for every action: request -> start -> work -> commit under the table
+lock once its requirements are re-checked -> or abort (docs/architecture.md, "One instant
+lifecycle").
+
+* ``rules.py``: what the actions differ by (heartbeat, racing start, completed elsewhere,
+  abort or leave inflight), one ``LifecycleRules`` value per action;
+* ``requirements.py``: what must still hold at a transition, as frozen values with a name;
+* ``instant_lifecycle.py``: the lifecycle itself, and the one place where an instant commits
+  (where the metadata table will be written too).
+"""
+
+from tablesvc.services.lifecycle.instant_lifecycle import InstantLifecycle, StartedInstant
+from tablesvc.services.lifecycle.requirements import (
+    CommitRequirement, Fence, LeaseHeld, StillInflight, StillRequested, check_all, family_state, lease_requirements,
+)
+from tablesvc.services.lifecycle.rules import (
+    CLEAN_LIFECYCLE, COMPACTION_LIFECYCLE, LOG_COMPACTION_LIFECYCLE, ROLLBACK_LIFECYCLE, WRITE_LIFECYCLE,
+    CompletedElsewhere, HeartbeatFrom, LifecycleRules, Markers, OnFailure, RacingStart, Start,
+)
+
+__all__ = [
+    "CLEAN_LIFECYCLE", "COMPACTION_LIFECYCLE", "CommitRequirement", "CompletedElsewhere", "Fence", "HeartbeatFrom",
+    "InstantLifecycle", "LOG_COMPACTION_LIFECYCLE", "LeaseHeld", "LifecycleRules", "Markers", "OnFailure",
+    "ROLLBACK_LIFECYCLE", "RacingStart", "Start", "StartedInstant", "StillInflight", "StillRequested",
+    "WRITE_LIFECYCLE", "check_all", "family_state", "lease_requirements",
+]

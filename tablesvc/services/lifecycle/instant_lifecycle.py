@@ -1,0 +1,266 @@
+"""One instant's life, the same for every action: request -> start -> work -> commit, or abort.
+
+Every action (the write, compaction, log compaction, clean, rollback) moves its instant through
+this class; what they differ by is a ``LifecycleRules`` value (``rules.py``), what must still hold
+at a transition is a list of requirement values (``requirements.py``).  The work in between is
+the action's own.
+
+1. ``request``: the instant's first file (a write starts its heartbeat first, under the lock,
+   so that no process ever sees the pending write without one and takes it for a failed one).
+2. ``start``: requested -> inflight, per ``rules.start``; a context manager that owns the
+   heartbeat: it stops when the run leaves, however it leaves.  A run that raises is aborted
+   (``OnFailure.ABORT``) or left inflight without a heartbeat, which is how the next run or the
+   recovery sweep knows that it died (``OnFailure.LEAVE_INFLIGHT``).
+3. ``remove_orphans``: files that carry a marker of the instant but no write stat (failed task
+   attempts) are deleted; with requirements (the lease), under the lock once they hold.
+4. ``commit``: ``TimelineWriter.complete`` under the table lock, with ONE precheck that checks
+   each requirement in order on the timeline of that lock hold; then the markers go.
+5. ``abort``: the files the markers list, the markers, then the pending instant.
+
+What a crash at each step leaves is the action's doc's table (docs/write-path.md,
+docs/compaction.md, docs/log-compaction.md, docs/rollback.md, ``clean/executor.py``).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from tablesvc.errors import ConflictError
+from tablesvc.services.lifecycle.requirements import CommitRequirement, StillRequested, check_all, family_state
+from tablesvc.services.lifecycle.rules import (
+    CompletedElsewhere, HeartbeatFrom, LifecycleRules, Markers, OnFailure, RacingStart, Start,
+)
+from tablesvc.write.markers import delete_markers, list_markers, remove_orphans
+from timeline.active import Timeline
+from timeline.errors import IllegalTransitionError, InstantExistsError
+from timeline.heartbeat import Heartbeat
+from timeline.instant import Instant, State
+from timeline.payloads import WriteStat
+from timeline.storage import join
+
+
+@dataclass(frozen=True)
+class StartedInstant:
+    """What ``InstantLifecycle.start`` yields."""
+
+    instant: Instant                # the instant, inflight
+    found: State | None             # its state before the start (REQUESTED when this run started it)
+    timeline: Timeline | None       # the timeline ``found`` was read from (``Start.RESUME``), else None
+
+    @property
+    def found_completed(self) -> bool:
+        """Another process (or an earlier run) completed it: nothing is left but the action's
+        own after-steps (``Start.RESUME`` only)."""
+        return self.found is State.COMPLETED
+
+
+class InstantLifecycle:
+    """The life of one instant of ``rules.action`` on ``table`` (one object per instant and run).
+
+    ``heartbeat_interval_ms``: the heartbeat's interval, needed once a heartbeat starts (rules
+    with a heartbeat; a lifecycle that only requests a plan needs none)."""
+
+    def __init__(self, table: Any, rules: LifecycleRules, *, heartbeat_interval_ms: int | None = None):
+        self.table = table
+        self.rules = rules
+        self._interval_ms = heartbeat_interval_ms
+        self._heartbeat: Heartbeat | None = None
+        self._inflight: Instant | None = None
+        self._committed = False
+        self._aborted = False
+
+    @property
+    def inflight(self) -> Instant:
+        if self._inflight is None:
+            raise RuntimeError(f"the {self.rules.label} instant has not been started")
+        return self._inflight
+
+    # -- request ------------------------------------------------------------------------------
+    def request(self, payload: bytes = b"", timestamp: str | None = None) -> Instant:
+        """Create the requested instant (its time generated unless given)."""
+        writer = self.table.timeline_writer
+        if self.rules.heartbeat is not HeartbeatFrom.BEFORE_REQUEST:
+            return writer.request(self.rules.action, payload, timestamp)
+        beating: list[Heartbeat] = []
+
+        def beat_first(ts: str) -> None:
+            # Before the requested file exists (as Hudi does): a pending write without a heartbeat
+            # looks failed to every rollback sweep, which would roll back this live write.
+            beating.append(self._beat(ts))
+
+        try:
+            requested = writer.request(self.rules.action, payload, timestamp, before_create=beat_first)
+        except BaseException:
+            for heartbeat in beating:
+                heartbeat.stop()
+            raise
+        self._heartbeat = beating[0]
+        return requested
+
+    def request_built(self, build: Callable[[Timeline], bytes | None], timestamp: str | None = None) -> Instant | None:
+        """A plan: its payload built by ``build(timeline)`` in the same lock hold as the create
+        (None creates nothing); executed later by another run."""
+        return self.table.timeline_writer.request_built(self.rules.action, build, timestamp=timestamp)
+
+    # -- start --------------------------------------------------------------------------------
+    @contextmanager
+    def start(self, requested: Instant,
+              requirements: Sequence[CommitRequirement] = ()) -> Iterator[StartedInstant]:
+        """requested -> inflight per ``rules.start``, then the body runs; the heartbeat stops when
+        it leaves.  ``requirements`` are checked under the lock before an ``IF_STILL_REQUESTED``
+        start (the lease; ``StillRequested`` is added here)."""
+        rules = self.rules
+        if requirements and rules.start is not Start.IF_STILL_REQUESTED:
+            raise ValueError(f"a {rules.start.value} start checks no requirements")
+        if rules.start is Start.FRESH:
+            started = self._start_fresh(requested)
+        elif rules.start is Start.IF_STILL_REQUESTED:
+            started = self._start_if_still_requested(requested, requirements)
+        else:
+            if rules.heartbeat is HeartbeatFrom.BEFORE_START:
+                self._heartbeat = self._beat(requested.timestamp)
+            try:
+                started = self._resume(requested)
+            except BaseException:
+                self._stop_heartbeat()
+                raise
+        self._inflight = started.instant
+        try:
+            yield started
+        except BaseException:
+            if rules.on_failure is OnFailure.ABORT and not (self._committed or self._aborted):
+                self.abort()
+            raise
+        finally:
+            self._stop_heartbeat()
+        if self._committed and rules.markers is Markers.AFTER_HEARTBEAT:
+            delete_markers(self.table.storage, self.table.base_path, self.inflight.timestamp)
+
+    def _start_fresh(self, requested: Instant) -> StartedInstant:
+        try:
+            inflight = self._transition(requested)
+        except BaseException:
+            # the requested instant stays: the sweep rolls it back once its heartbeat expired
+            self._stop_heartbeat(delete=False)
+            raise
+        return StartedInstant(inflight, State.REQUESTED, None)
+
+    def _start_if_still_requested(self, requested: Instant,
+                                  requirements: Sequence[CommitRequirement]) -> StartedInstant:
+        rules, writer = self.rules, self.table.timeline_writer
+        ts = requested.timestamp
+        # checks, heartbeat and transition in one lock hold: two executors cannot both take it
+        with writer.lock():
+            check_all((*requirements, StillRequested(ts, rules.label)), self.table)
+            if rules.heartbeat is HeartbeatFrom.WITH_START:
+                self._heartbeat = self._beat(ts)
+            try:
+                inflight = self._transition(Instant(ts, rules.action, State.REQUESTED))
+            except BaseException:
+                # Stop beating whatever failed (a lost race, a storage error), or a long-lived
+                # process (the runner) would keep the heartbeat alive and nobody could recover it.
+                self._stop_heartbeat(delete=False)
+                raise
+        return StartedInstant(inflight, State.REQUESTED, None)
+
+    def _resume(self, requested: Instant) -> StartedInstant:
+        rules, ts = self.rules, requested.timestamp
+        timeline = self.table.timeline()
+        found = family_state(timeline, ts, rules.action)
+        inflight = Instant(ts, rules.action, State.INFLIGHT)
+        if found is State.REQUESTED:
+            joined = self._transition(Instant(ts, rules.action, State.REQUESTED))
+            if joined is None and self._state_now(ts) is State.COMPLETED:
+                found = State.COMPLETED       # the other process finished it meanwhile
+            inflight = joined or inflight
+        return StartedInstant(inflight, found, timeline)
+
+    def _transition(self, requested: Instant) -> Instant | None:
+        """``TimelineWriter.start``; a lost race per ``rules.racing_start`` (None: joined)."""
+        try:
+            return self.table.timeline_writer.start(requested)
+        except (InstantExistsError, IllegalTransitionError) as e:
+            if self.rules.racing_start is RacingStart.CONFLICT:
+                raise ConflictError(f"{self.rules.label} {requested.timestamp}: {e}") from None
+            if self.rules.racing_start is RacingStart.JOIN:
+                # another process (a runner, a writer's inline service) took the same plan; its
+                # steps are idempotent, so go on: only one of the two will complete it
+                return None
+            raise
+
+    # -- work ---------------------------------------------------------------------------------
+    def remove_orphans(self, stats: Mapping[str, Sequence[WriteStat]],
+                       requirements: Sequence[CommitRequirement] = ()) -> None:
+        """Delete files a failed task attempt left behind: a marker of the instant, no write stat.
+
+        With requirements (the lease), under the table lock once they hold: a worker that lost
+        its job must not delete the files of the worker that took it over (they carry markers
+        of the same instant)."""
+        written = {s.path for v in stats.values() for s in v}
+        ts = self.inflight.timestamp
+        if not requirements:
+            remove_orphans(self.table.storage, self.table.base_path, ts, written)
+            return
+        with self.table.timeline_writer.lock():
+            check_all(requirements, self.table)
+            remove_orphans(self.table.storage, self.table.base_path, ts, written)
+
+    # -- commit / abort -----------------------------------------------------------------------
+    def commit(self, metadata: bytes, requirements: Sequence[CommitRequirement] = ()) -> Instant | None:
+        """inflight -> completed under the table lock, once every requirement holds on the
+        timeline of that lock hold (checked in order: the first that fails refuses the commit
+        and the instant stays inflight); then the markers go (``rules.markers``).
+
+        The one place where an instant commits: the metadata table's update will be made here,
+        in the same lock hold, once tablesvc writes it.
+
+        None when another process completed the same instant and the rules say that is fine."""
+        requirements = tuple(requirements)
+
+        def precheck(timeline: Timeline) -> None:
+            check_all(requirements, self.table, timeline)
+
+        try:
+            # no requirement: no precheck, and ``complete`` decides from the instant's own files
+            done = self.table.timeline_writer.complete(self.inflight, metadata, precheck if requirements else None)
+        except (InstantExistsError, IllegalTransitionError):
+            if (self.rules.completed_elsewhere is CompletedElsewhere.IS_FINE
+                    and self._state_now(self.inflight.timestamp) is State.COMPLETED):
+                return None
+            raise
+        self._committed = True
+        if self.rules.markers is Markers.AT_COMMIT:
+            delete_markers(self.table.storage, self.table.base_path, self.inflight.timestamp)
+        return done
+
+    def abort(self) -> None:
+        """Undo the run now: the files its markers list, the markers, then the pending instant.
+        A process killed before this leaves the instant pending for a rollback to undo the same
+        way."""
+        storage, base, ts = self.table.storage, self.table.base_path, self.inflight.timestamp
+        if self.rules.markers is not Markers.NONE:
+            for partition, file_name, _io in list_markers(storage, base, ts):
+                storage.delete(join(base, partition, file_name))
+            delete_markers(storage, base, ts)
+        self.table.timeline_writer.remove_pending(self.inflight)
+        self._aborted = True
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _beat(self, timestamp: str) -> Heartbeat:
+        if self._interval_ms is None:
+            raise ValueError(f"the {self.rules.label} lifecycle beats a heartbeat: give its interval")
+        return Heartbeat(self.table.storage, self.table.base_path, timestamp, self.table.clock,
+                         interval_ms=self._interval_ms).start()
+
+    def _stop_heartbeat(self, delete: bool = True) -> None:
+        if self._heartbeat is not None:
+            heartbeat, self._heartbeat = self._heartbeat, None
+            heartbeat.stop(delete=delete)
+
+    def _state_now(self, timestamp: str) -> State | None:
+        return family_state(self.table.timeline(), timestamp, self.rules.action)
+
+
+__all__ = ["InstantLifecycle", "StartedInstant"]

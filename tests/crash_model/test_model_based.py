@@ -1,0 +1,322 @@
+"""The model-based state-machine test (issue #7) and real kill -9 runs checked by the same invariants.
+
+* ``test_model_based``: a few seeds of random writes, service runs, injected crashes and
+  recoveries (``tests/model_state_machine.py``), the invariants (``tests/invariants.py``)
+  checked after every step.  A failure names its reproducer::
+
+      TABLESVC_MODEL_SEED=N TABLESVC_MODEL_STEPS=M python -m pytest tests/crash_model/test_model_based.py -k reproduce
+      python tests/model_state_machine.py --seed N --steps M --version V
+
+* ``test_model_based_soak`` (``-m slow``): ``TABLESVC_MODEL_SEEDS`` seeds (default 20) of
+  ``TABLESVC_MODEL_STEPS`` steps (default 400), both table versions.
+* ``test_kill_9_*``: a table built by the model, a service killed with a real SIGKILL at seeded
+  random storage operations (``tests/crash_harness.py --fork``), then recovered.
+* ``test_invariants_report_*``: the checker itself finds what it should.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from invariants import InstantHistory, check_invariants
+from model_state_machine import ModelRun, run_model
+
+# A dead "process"'s heartbeat thread that beats before its run ends meets SystemExit, on purpose
+# (model_state_machine.CrashingStorage), and pytest reports every such thread exit; the run stops
+# the others quietly before it returns (ModelRun.end_dead_heartbeats).
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS = Path(__file__).resolve().parents[1] / "crash_harness.py"
+CI_RUNS = [(1, 8), (2, 8), (3, 6)]            # (seed, table version)
+CI_STEPS = int(os.environ.get("TABLESVC_MODEL_STEPS", "150"))
+DAY_MS = 86_400_000
+
+
+@pytest.mark.parametrize("seed,version", CI_RUNS, ids=[f"seed{s}-v{v}" for s, v in CI_RUNS])
+def test_model_based(tmp_path, seed, version):
+    stats = run_model(seed, CI_STEPS, version, str(tmp_path))
+    assert stats.steps == CI_STEPS
+    assert stats.crashes and stats.recoveries >= stats.crashes     # crashes were injected, each recovered
+    assert stats.kinds.get("write", 0) > CI_STEPS // 4
+
+
+@pytest.mark.skipif("TABLESVC_MODEL_SEED" not in os.environ, reason="set TABLESVC_MODEL_SEED to reproduce a run")
+def test_model_based_reproduce(tmp_path):
+    seed = int(os.environ["TABLESVC_MODEL_SEED"])
+    version = int(os.environ.get("TABLESVC_MODEL_VERSION", "8"))
+    run_model(seed, CI_STEPS, version, str(tmp_path))
+
+
+@pytest.mark.slow
+def test_model_based_soak(tmp_path):
+    seeds = int(os.environ.get("TABLESVC_MODEL_SEEDS", "20"))
+    steps = int(os.environ.get("TABLESVC_MODEL_STEPS", "400"))
+    for seed in range(100, 100 + seeds):
+        for version in (8, 6):
+            run_model(seed, steps, version, str(tmp_path / f"{seed}-{version}"))
+            shutil.rmtree(tmp_path / f"{seed}-{version}", ignore_errors=True)
+
+
+# =============================================================================================
+# Real kill -9 runs
+# =============================================================================================
+
+def template(tmp_path: Path, seed: int, version: int, steps: list[str]) -> ModelRun:
+    run = ModelRun(seed, len(steps), version, str(tmp_path / "template"))
+    run.scripted(steps)
+    return run
+
+
+def killed_points(tmp_path: Path, run: ModelRun, service: str, points: int, seed: int) -> dict:
+    proc = subprocess.run([sys.executable, str(HARNESS), "--fork", "--fork-sample", f"{points}:{seed}", run.path,
+                           str(tmp_path / "points"), service],
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600,
+                          start_new_session=True)
+    assert proc.returncode == 0, f"harness failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(out["points"]) == min(points, len(out["ops"]))
+    for p in out["points"]:
+        assert (p["signal"], p["exit"]) == (signal.SIGKILL, None), p      # a real SIGKILL, at that point
+    return out
+
+
+def recover_and_check(run: ModelRun, out: dict, service: str) -> None:
+    """At each killed point: readers still show the model; then recovery (a day later, a new
+    process's view) and the service run again leave a table that holds every invariant."""
+    from tablesvc.config import load_config
+    from tablesvc.services.clean import run_clean
+    from tablesvc.services.clean.executor import finish_pending_cleans
+    from tablesvc.services.log_compaction import run_log_compaction
+    from tablesvc.services.rollback import rollback_failed
+    from tablesvc.storage import LocalStorage
+    from tablesvc.api import Table
+    from timeline.clock import ManualClock, SystemClock
+
+    expected = dict(run.model.rows)
+    for p in [{"point": 0, "path": out["full_path"], "last_op": "(full run)"}] + out["points"]:
+        where = f"{service} killed at point {p['point']} (after `{p['last_op']}`)"
+        violations = check_invariants(p["path"], expected, recovered=p["point"] == 0)
+        assert not violations, f"{where}, before recovery:\n" + "\n".join(violations)
+        table = Table.open(p["path"], clock=ManualClock(SystemClock().now_ms() + DAY_MS))
+        config = load_config(LocalStorage(), table_path=table.base_path)
+        rollback_failed(table, config=config)
+        finish_pending_cleans(table)
+        if service == "clean":
+            run_clean(table, config)
+        elif service == "logcompaction":
+            run_log_compaction(table, spark=None, config=config)
+        violations = check_invariants(p["path"], expected, history=InstantHistory())
+        assert not violations, f"{where}, after recovery:\n" + "\n".join(violations)
+        assert not table.timeline().pending() or service != "rollback", f"{where}: still pending after recovery"
+        if p["point"]:
+            shutil.rmtree(Path(p["path"]).parent)
+
+
+WRITES = ["write"] * 6
+
+
+@pytest.mark.parametrize("version", [8, 6])
+def test_kill_9_clean_and_log_compaction_at_random_points(tmp_path, version):
+    run = template(tmp_path, 21, version, WRITES + ["run_compaction"] + WRITES + ["run_compaction"] + WRITES)
+    for service, seed in (("clean", 5), ("logcompaction", 6)):
+        out = killed_points(tmp_path / service, run, service, 4, seed)
+        assert out["results"] and out["results"][0]["status"] == "done", out["results"]
+        recover_and_check(run, out, service)
+
+
+def test_kill_9_rollback_of_a_failed_write_at_random_points(tmp_path):
+    run = template(tmp_path, 22, 8, WRITES + ["run_compaction"] + WRITES + ["failed_write"])
+    out = killed_points(tmp_path, run, "rollback", 5, 7)
+    assert [r["status"] for r in out["results"]] == ["done"]
+    recover_and_check(run, out, "rollback")
+
+
+# =============================================================================================
+# The checker finds what it should
+# =============================================================================================
+
+def built(tmp_path: Path, version: int = 8) -> ModelRun:
+    run = ModelRun(31, 0, version, str(tmp_path))
+    run.scripted(["write"] * 4 + ["run_compaction"] + ["write"] * 3)
+    assert check_invariants(run.path, dict(run.model.rows)) == []
+    return run
+
+
+def test_invariants_report_a_snapshot_that_differs_from_the_model(tmp_path):
+    run = built(tmp_path)
+    wrong = dict(run.model.rows)
+    key = sorted(wrong)[0]
+    wrong[key] = (wrong[key][0] + 1, wrong[key][1])
+    wrong["k9999"] = (1, 1.0)
+    violations = check_invariants(run.path, wrong)
+    assert any(v.startswith("hudi-rs: key k9999 is missing") for v in violations)
+    assert any(v.startswith(f"tablesvc reader: key {key} reads") for v in violations)
+
+
+def test_invariants_report_orphans_and_missing_files(tmp_path):
+    from tablesvc.api import Table
+
+    run = built(tmp_path)
+    table = Table.open(run.path)
+    partition = Path(run.path) / "city=amsterdam"
+    slice_ = next(s for s in table.latest_file_slices() if s.partition == "city=amsterdam" and s.log_files)
+    log = Path(slice_.log_files[-1].path)
+    (partition / f".{log.name}.{'a' * 32}.tmp").write_bytes(b"half")       # a create killed before its link
+    stray = partition / log.name.replace(log.name.split("_")[1].split(".")[0], "20240101000000000")
+    shutil.copy(log, stray)                                                 # a file of an instant never requested
+    log.unlink()                                                            # a file the latest slice needs
+    violations = check_invariants(run.path, None)
+    assert any("a temporary copy" in v for v in violations), violations
+    assert any(f"orphan city=amsterdam/{stray.name}: instant 20240101000000000 is not on the timeline" in v
+               for v in violations), violations
+    assert any(v.startswith(f"city=amsterdam/{log.name}") and "needs it" in v for v in violations), violations
+    before_recovery = check_invariants(run.path, None, recovered=False)    # a crash may leave a temporary copy
+    assert not any("a temporary copy" in v for v in before_recovery)
+    assert any(stray.name in v for v in before_recovery) and any("needs it" in v for v in before_recovery)
+
+
+def test_invariants_report_two_plans_on_one_file_group_and_a_reused_instant_time(tmp_path):
+    from tablesvc.api import Table
+    from timeline.instant import Action
+
+    run = built(tmp_path)
+    history = InstantHistory()
+    assert check_invariants(run.path, None, history=history) == []
+    done = Table.open(run.path).timeline().completed(Action.COMMIT)[-1]
+    folder = Path(run.path) / ".hoodie" / "timeline"
+    plan = (folder / f"{done.timestamp}.compaction.requested").read_bytes()
+    for ts in ("20231114000000001", "20231114000000002"):    # two plans, older than every time seen
+        (folder / f"{ts}.compaction.requested").write_bytes(plan)
+    violations = check_invariants(run.path, None, history=history)
+    assert any("is in 2 pending plans" in v for v in violations), violations
+    assert any("new requested time 20231114000000001 is not later than" in v for v in violations), violations
+
+
+# =============================================================================================
+# Regressions the model found (each a scripted form of the failing seed)
+# =============================================================================================
+
+def _writer(run: ModelRun):
+    import pyarrow as pa
+
+    from model_state_machine import SCHEMA
+    from table_builders import write_without_spark
+    from tablesvc.api import Table
+
+    def write(rows: list[tuple[str, int, float]], operation: str = "upsert") -> str:
+        from model_state_machine import city_of
+
+        records = [{"uuid": k, "ts": ts, "fare": fare, "city": city_of(k)} for k, ts, fare in rows]
+        batch = pa.Table.from_pylist(records, schema=SCHEMA)
+        run.clock.advance(1000)
+        run.stage += 1
+        t, _ = write_without_spark(Table.open(run.path, clock=run.clock),
+                                   batch.select(["uuid", "city"]) if operation == "delete" else batch, operation,
+                                   stage=run.stage)
+        run.model.apply(records, operation)
+        return t
+    return write
+
+
+def test_a_log_compaction_that_completes_after_later_writes_does_not_undo_them(tmp_path):
+    """Seed 2, step 97 (v8): a log compaction planned before some writes and run after them
+    merged its older records after theirs (v8 orders log files by completion time), so a later
+    write with an equal ordering value lost and deleted keys came back; a second log compaction
+    then wrote the wrong rows down for hudi-rs too."""
+    from tablesvc.services.log_compaction import run_log_compaction, schedule_log_compaction
+    from tablesvc.api import Table
+
+    run = ModelRun(0, 0, 8, str(tmp_path))
+    run.create()
+    write = _writer(run)
+    keys = ["k0000", "k0001", "k0002", "k0003"]
+    for fare in (1.0, 2.0, 3.0):
+        write([(k, 5, fare) for k in keys])
+    table = Table.open(run.path, clock=run.clock)
+    planned = schedule_log_compaction(table, run.config, force=True)
+    assert planned.status.value == "scheduled"
+    write([(k, 5, 4.0) for k in keys[:2]])          # requested after the plan: an equal ts, so the later row wins
+    write([(k, 0, 0.0) for k in keys[2:]], "delete")
+    run.clock.advance(1000)
+    assert [r.status.value for r in run_log_compaction(table, planned.instant, config=run.config)] == ["done"]
+    assert run.model.rows == {"k0000": (5, 4.0), "k0001": (5, 4.0)}
+    assert check_invariants(run.path, dict(run.model.rows)) == []
+    run.clock.advance(1000)                           # a log compaction of the log compaction and the later writes
+    assert [r.status.value for r in run_log_compaction(table, config=run.config)] == ["done"]
+    assert check_invariants(run.path, dict(run.model.rows)) == []
+
+
+def test_a_write_killed_while_creating_a_partition_s_metadata_leaves_nothing_after_rollback(tmp_path):
+    """Seed 3, step 8 (v6): the partition metadata file was created before the first marker, so
+    a write killed in that create left a temporary copy no rollback could find."""
+    from model_state_machine import CrashingStorage, SimulatedCrash
+    from tablesvc.services.rollback import rollback_failed
+    from tablesvc.storage import LocalStorage
+    from tablesvc.api import Table
+
+    rows = [{"uuid": "k0001", "ts": 1, "fare": 1.0, "city": "berlin"}]
+    probe = ModelRun(0, 0, 8, str(tmp_path / "probe"))
+    probe.create()
+    counting = CrashingStorage(LocalStorage())
+    _table_write(Table.open(probe.path, storage=counting, clock=probe.clock), rows)
+    point = next(i for i, op in enumerate(counting.ops, 1) if op.endswith("/.hoodie_partition_metadata"))
+
+    run = ModelRun(0, 0, 8, str(tmp_path / "run"))
+    run.create()
+    dying = CrashingStorage(LocalStorage(), crash_at=point, torn=True)
+    with pytest.raises(SimulatedCrash):
+        _table_write(Table.open(run.path, storage=dying, clock=run.clock), rows)
+    assert any(n.startswith("..hoodie_partition_metadata.") for n in os.listdir(Path(run.path) / "city=berlin"))
+    run.clock.advance(DAY_MS)
+    rollback_failed(Table.open(run.path, clock=run.clock), config=run.config)
+    assert check_invariants(run.path, {}, history=InstantHistory()) == []
+
+
+def _table_write(table, rows):
+    import pyarrow as pa
+
+    from model_state_machine import SCHEMA
+    from table_builders import write_without_spark
+
+    return write_without_spark(table, pa.Table.from_pylist(rows, schema=SCHEMA), "upsert", stage=1)
+
+
+def test_a_plan_whose_start_fails_leaves_no_heartbeat_beating(tmp_path):
+    """Found through the crash runs (a heartbeat thread of a step that had ended beat on): when
+    moving a plan to inflight failed with anything but a conflict, its heartbeat kept beating,
+    and in a long-lived process (the runner) the plan could never be recovered."""
+    import threading
+
+    from tablesvc.services.compaction import run_compaction, schedule_compaction
+    from tablesvc.storage import LocalStorage
+    from tablesvc.api import Table
+
+    run = built(tmp_path)
+    write = _writer(run)
+    write([("k0001", 9, 9.0)])
+    table = Table.open(run.path, clock=run.clock)
+    planned = schedule_compaction(table, run.config, force=True).instant
+
+    class FailingInflight(LocalStorage):
+        def write_new(self, path, data):
+            if path.endswith(f"{planned}.compaction.inflight"):
+                raise OSError(5, "Input/output error", path)
+            return super().write_new(path, data)
+
+    with pytest.raises(OSError):
+        run_compaction(Table.open(run.path, storage=FailingInflight(), clock=run.clock), planned,
+                       config=run.config, in_process=True)
+    assert not [t for t in threading.enumerate() if t.name.endswith(f"/{planned}") and t.is_alive()]
+    run.clock.advance(DAY_MS)        # the kept last beat expires; the plan then runs
+    assert [r.status.value for r in run_compaction(Table.open(run.path, clock=run.clock), planned,
+                                                   config=run.config, in_process=True)] == ["done"]
+    assert check_invariants(run.path, dict(run.model.rows)) == []

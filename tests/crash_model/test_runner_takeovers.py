@@ -1,0 +1,70 @@
+"""The runner's "takeovers" count (issue #24, item 7): jobs taken from a holder whose lease expired
+(a dead or stalled worker), not jobs another worker gave back (a busy or failed job's lease is
+released on purpose, and taking it next is no takeover).  No Spark: the job is a pending clean."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from table_builders import compact_by_hand
+from tablesvc.config import build_config
+from tablesvc.demo.sample_table import build_sample_table
+from tablesvc.runner import JobKind, Runner, RunnerSettings, pending_jobs
+from tablesvc.services.clean import schedule_clean
+from tablesvc.services.result import Status
+from tablesvc.api import Table
+from timeline.clock import ManualClock
+from timeline.lease import LeaseStore
+
+
+def table_with_a_pending_clean(path) -> tuple[Table, str]:
+    table = build_sample_table(str(path), rows=60, table_version=8).table
+    compact_by_hand(table)
+    assert schedule_clean(table, build_config(conf={"hoodie.cleaner.commits.retained": "1"})).status \
+        is Status.SCHEDULED
+    (job,) = [j for j in pending_jobs(table, table.timeline(), 60_000, 2) if j.kind is JobKind.CLEAN]
+    return table, job.id
+
+
+def one_pass(path, clock: ManualClock) -> tuple[Runner, str]:
+    out = io.StringIO()
+    runner = Runner([str(path)], RunnerSettings(lease_ms=10_000, poll_seconds=0, owner="this-worker"),
+                    conf_pairs=["hoodie.clean.automatic=false"], clock=clock, out=out)
+    runner.run(once=True)
+    return runner, out.getvalue()
+
+
+def test_a_job_another_worker_released_is_no_takeover(tmp_path):
+    table, job = table_with_a_pending_clean(tmp_path / "t")
+    clock = ManualClock(int(time.time() * 1000))
+    leases = LeaseStore(table.storage, table.base_path, clock)
+    leases.release(leases.acquire(job, "busy-worker", 10_000))     # e.g. it found the job busy
+    clock.advance(1)
+    runner, out = one_pass(table.base_path, clock)
+    assert runner.stats.jobs_done == 1, out
+    assert runner.stats.takeovers == 0 and "taken over" not in out, out
+    assert leases.current(job).owner == "this-worker" and leases.is_done(job)
+
+
+def test_a_job_whose_holder_let_its_lease_expire_is_a_takeover(tmp_path):
+    table, job = table_with_a_pending_clean(tmp_path / "t")
+    clock = ManualClock(int(time.time() * 1000))
+    leases = LeaseStore(table.storage, table.base_path, clock)
+    leases.acquire(job, "dead-worker", 5_000)
+    clock.advance(6_000)                                              # it died: no renewal, no release
+    runner, out = one_pass(table.base_path, clock)
+    assert runner.stats.jobs_done == 1, out
+    assert runner.stats.takeovers == 1 and f"{job}: taken over from dead-worker" in out, out
+
+
+def test_a_job_released_after_its_lease_had_expired_is_no_takeover(tmp_path):
+    """A slow worker that still held the largest token gives the job back itself: released."""
+    table, job = table_with_a_pending_clean(tmp_path / "t")
+    clock = ManualClock(int(time.time() * 1000))
+    leases = LeaseStore(table.storage, table.base_path, clock)
+    lease = leases.acquire(job, "slow-worker", 5_000)
+    clock.advance(6_000)
+    leases.release(lease)
+    runner, out = one_pass(table.base_path, clock)
+    assert runner.stats.jobs_done == 1 and runner.stats.takeovers == 0 and "taken over" not in out, out
