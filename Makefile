@@ -35,8 +35,9 @@ $(BENCH_STAMP): $(STAMP) setup.py
 	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	@touch $(BENCH_STAMP)
 
+# The cases with Java Hudi as their baseline need the Java set-up: `make bench-java` runs them.
 bench: $(BENCH_STAMP)
-	$(PY) -m pytest -m benchmark tests/benchmarks $(PYTEST_ARGS)
+	$(PY) -m pytest -m "benchmark and not java_baseline" tests/benchmarks $(PYTEST_ARGS)
 
 bench-io: $(BENCH_STAMP)
 	$(PY) tests/benchmarks/bench_write_read.py
@@ -73,7 +74,7 @@ HUDI_BUNDLES := hudi-spark4.1-bundle_2.13:1.2.0:pyspark==4.1.1 \
 HUDI_V6_BUNDLE := hudi-spark3.5-bundle_2.12:0.15.0
 HUDI_MVN_COPY = mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy -DoutputDirectory=$(HUDI_CACHE)
 
-.PHONY: interop interop-clean
+.PHONY: interop interop-clean bench-java
 
 $(HUDI_ENV):
 	@command -v mvn >/dev/null || { echo "make interop: Maven (mvn) is needed to fetch Apache Hudi's Spark bundle"; exit 1; }
@@ -111,3 +112,11 @@ interop: $(STAMP) $(HUDI_VENV_STAMP)
 
 interop-clean:
 	rm -rf $(HUDI_VENV) $(HUDI_CACHE)
+
+# The performance anchor (issue #26; docs/performance.md): the benchmark cases whose baseline is Java
+# Hudi (marker java_baseline), set up as `make interop` sets up; their report goes to bench-out/java
+# (TABLESVC_BENCH_OUT moves it).  10M rows: TABLESVC_BENCH_SCALE=5 make bench-java.
+bench-java: $(BENCH_STAMP) $(HUDI_VENV_STAMP)
+	@set -a; . ./$(HUDI_ENV); set +a; \
+	TABLESVC_BENCH_OUT=$${TABLESVC_BENCH_OUT:-$(CURDIR)/bench-out/java} \
+	TABLESVC_HUDI_PYTHON=$(CURDIR)/$(HUDI_VENV)/bin/python $(PY) -m pytest -m "benchmark and java_baseline" tests/benchmarks $(PYTEST_ARGS)

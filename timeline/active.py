@@ -24,6 +24,12 @@ from timeline.storage import Storage, join
 from timeline.watch import Watch, unwatch, watch_folder, watchable
 
 WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+# Hudi's write timeline (commits, delta commits, replace commits, compaction, log compaction,
+# clustering, in any state): where the active timeline "starts" for files and log blocks.  Cleans
+# and rollbacks are archived on a schedule of their own (Hudi 0.x keeps its own min/max count for
+# them), so an old clean may stay active while the commits after it went to the archive.
+_TIMELINE_START_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION,
+                                     Action.LOG_COMPACTION, Action.CLUSTERING})
 
 # Plain dict lookups instead of enum properties: these run once per timeline file per load.
 _FAMILY = {a: a.completed_action for a in Action}
@@ -481,10 +487,16 @@ class Timeline:
     def is_completed(self, timestamp: str) -> bool:
         return timestamp in self._completion_times
 
-    @property
+    @cached_property
     def start(self) -> str | None:
-        """The first instant on the active timeline; anything older counts as archived."""
-        return self.files[0].timestamp if self.files else None
+        """Where the active timeline starts, as Hudi's ``isBeforeTimelineStarts`` judges it: the
+        first instant of a write action (any state) that is not a savepointed commit.  A file or
+        block named with an older instant that is not on the timeline was archived, hence committed.
+        Not the first instant of all: a clean or rollback older than the archived commits may stay
+        on the active timeline (seen with Hudi 0.15's archival, tests/interop_java/test_archived_timeline.py)."""
+        savepoints = {i.timestamp for i in self.instants if i.action is Action.SAVEPOINT}
+        return next((i.timestamp for i in self.instants
+                     if i.action in _TIMELINE_START_ACTIONS and i.timestamp not in savepoints), None)
 
     def is_committed_or_archived(self, timestamp: str) -> bool:
         """True when a file named with ``timestamp`` belongs to committed data.

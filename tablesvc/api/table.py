@@ -15,7 +15,7 @@ from tablesvc.table.properties import read_properties
 from timeline.active import Timeline
 from timeline.clock import Clock, SystemClock
 from timeline.instant_time import InstantTimeGenerator, resolve_timezone
-from timeline.lock import TableLock
+from timeline.lock import LockSettings, TableLock
 from timeline.storage import Storage
 from timeline.transitions import TimelineWriter
 
@@ -59,8 +59,21 @@ class Table:
     def instant_times(self) -> InstantTimeGenerator:
         return InstantTimeGenerator(self.clock, resolve_timezone(self.config.timezone))
 
+    @cached_property
+    def lock_settings(self) -> LockSettings:
+        """Where the table lock is and how a Java writer's lock expires: from the table's own
+        ``.hoodie/tablesvc.yaml`` only, the one layer every tablesvc process on the table reads
+        (a ``--conf`` that disagrees is refused when the config is loaded)."""
+        from tablesvc.config import load_config
+
+        cfg = load_config(self.storage, table_path=self.base_path)
+        return LockSettings(cfg.get("hoodie.write.lock.filesystem.path") or None,
+                            int(cfg.get("hoodie.write.lock.filesystem.expire")),
+                            int(cfg.get("hoodie.write.lock.wait_time_ms")))
+
     def lock(self, **kwargs) -> TableLock:
-        return TableLock(self.storage, self.base_path, self.clock, **kwargs)
+        """Java Hudi's file-system table lock (``timeline/lock.py``); ``kwargs`` (``wait_ms``, ...) override."""
+        return TableLock.of(self.storage, self.base_path, self.lock_settings, self.clock, **kwargs)
 
     @cached_property
     def timeline_writer(self) -> TimelineWriter:

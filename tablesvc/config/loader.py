@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from tablesvc.config.registry import REGISTRY
+from tablesvc.config.registry import REGISTRY, TABLE_WIDE_KEYS
 from tablesvc.errors import ConfigError
 from timeline.storage import Storage, join
 
@@ -99,8 +99,9 @@ def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if given:
         layers.append((GIVEN, {k: v for k, v in given.items() if v is not None and v != ""}))
-    if table_yaml is not None:
-        layers.append((table_yaml_where, load_yaml(table_yaml, table_yaml_where)))
+    table_layer = load_yaml(table_yaml, table_yaml_where) if table_yaml is not None else None
+    if table_layer is not None:
+        layers.append((table_yaml_where, table_layer))
     if yaml_text is not None:
         layers.append((yaml_where, load_yaml(yaml_text, yaml_where)))
     if conf:
@@ -119,6 +120,7 @@ def build_config(*, conf: Mapping[str, str] | None = None, yaml_text: str | None
                 raise ConfigError(f"{where}: {e}") from None
             sources[key] = where
     _check_consistent(values, sources)
+    _check_table_wide(values, sources, table_layer, table_yaml_where)
     return ServiceConfig(MappingProxyType(values), MappingProxyType(sources),
                          table_yaml_where if table_yaml is not None else None)
 
@@ -133,6 +135,22 @@ def _check_consistent(values: Mapping[str, Any], sources: Mapping[str, str]) -> 
         if values.get(a) is True and values.get(b) is True:
             raise ConfigError(f"{a} and {b} are both true (from {sources.get(a, 'default')} and "
                               f"{sources.get(b, 'default')}); {why}")
+
+
+def _check_table_wide(values: Mapping[str, Any], sources: Mapping[str, str],
+                      table_layer: Mapping[str, Any] | None, table_where: str) -> None:
+    """A table-wide key (the table lock's place and expiry) set by a per-command layer is refused
+    unless it says what the table's own file (or the default) says: a process that took the lock
+    elsewhere would not exclude the others, tablesvc's or Java's."""
+    for key in TABLE_WIDE_KEYS:
+        where = sources.get(key, "default")
+        if where == "default" or (table_layer is not None and where == table_where):
+            continue
+        spec = REGISTRY[key]
+        table_value = spec.value(table_layer[key]) if table_layer and key in table_layer else spec.default
+        if values[key] != table_value:
+            raise ConfigError(f"{key}: set by {where} to {values[key]!r}, but every process on a table must use "
+                              f"the same lock; set it in the table's {TABLE_CONFIG_FILE} (now {table_value!r})")
 
 
 def load_config(storage: Storage, *, conf_pairs: Iterable[str] = (), config_file: str | None = None,

@@ -55,6 +55,16 @@ def _parse_choice(*choices: str) -> Callable[[str, str], str]:
     return parse
 
 
+def _parse_lock_dir(key: str, raw: str) -> str:
+    """A folder as Java's provider would name it: empty (the default), or an absolute local path,
+    ``file://`` or not (a relative one would resolve against each process's working folder)."""
+    v = str(raw).strip()
+    local = v[len("file://"):] if v.startswith("file://") else v
+    if v and not local.startswith("/"):
+        raise ConfigError(f"{key}: expected an absolute folder path (or file:///...), got {raw!r}")
+    return local.rstrip("/") or ("/" if local else "")
+
+
 class CleanerPolicy(enum.Enum):
     KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
     KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
@@ -117,6 +127,16 @@ _KEYS = [
     ConfigKey("hoodie.client.heartbeat.tolerable.misses", 2, _parse_int(0),
               "Missed heartbeats before a writer counts as dead."),
     ConfigKey("hoodie.write.lock.wait_time_ms", 30_000, _parse_int(0), "How long to wait for the table lock."),
+    # The table lock is Java Hudi's FileSystemBasedLockProvider file (timeline/lock.py); table-wide:
+    # read from the table's .hoodie/tablesvc.yaml only, so every tablesvc process agrees (TABLE_WIDE_KEYS).
+    ConfigKey("hoodie.write.lock.filesystem.path", "", _parse_lock_dir,
+              "Folder of the table lock file `lock` (absolute; empty: <table>/.hoodie), as Java writers set it."),
+    ConfigKey("hoodie.write.lock.filesystem.expire", 0, _parse_int(0),
+              "Minutes after which a Java writer's lock file counts as abandoned (by its mtime); 0: never."),
 ]
+
+# Keys every process on a table must agree on: only the table's .hoodie/tablesvc.yaml sets them
+# (tablesvc/config/loader.py refuses a --conf, --config or mapping that says otherwise).
+TABLE_WIDE_KEYS = ("hoodie.write.lock.filesystem.path", "hoodie.write.lock.filesystem.expire")
 
 REGISTRY: dict[str, ConfigKey] = {k.key: k for k in _KEYS}

@@ -182,11 +182,21 @@ class LocalStorage:
         return os.path.exists(_strip_scheme(path))
 
     def delete(self, path: str) -> bool:
+        local = _strip_scheme(path)
         try:
-            os.unlink(_strip_scheme(path))
-            return True
+            os.unlink(local)
+            gone = True
         except FileNotFoundError:
-            return False
+            gone = False
+        # Java Hudi writes through Hadoop's checksummed local file system, which keeps a
+        # ``.<name>.crc`` beside every file it writes and deletes it with the file; so do we,
+        # or every file of a Java-written table that we clean or roll back leaves its checksum behind.
+        folder, name = os.path.split(local)
+        try:
+            os.unlink(os.path.join(folder, f".{name}.crc"))
+        except FileNotFoundError:
+            pass
+        return gone
 
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(_strip_scheme(path), ignore_errors=True)

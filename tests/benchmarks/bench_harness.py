@@ -33,9 +33,9 @@ from growth_plot import write_growth_svg   # beside this module (tests/benchmark
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _process_tree() -> Iterator[int]:
-    """This process and its descendants (the Spark JVM, its Python workers), from /proc."""
-    pids, seen = [os.getpid()], set()
+def process_tree(root: int | None = None) -> Iterator[int]:
+    """``root`` (this process by default) and its descendants (the Spark JVM, its Python workers), from /proc."""
+    pids, seen = [root or os.getpid()], set()
     while pids:
         pid = pids.pop()
         if pid in seen:
@@ -52,8 +52,13 @@ def _process_tree() -> Iterator[int]:
 
 def _rss_now_mb() -> float:
     """Resident memory of this process tree now, in MiB."""
+    return rss_mb(process_tree())
+
+
+def rss_mb(pids) -> float:
+    """Resident memory of ``pids`` together, in MiB (a process gone meanwhile counts 0)."""
     total = 0
-    for pid in _process_tree():
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/status") as f:
                 total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
@@ -66,7 +71,7 @@ def tree_cpu_s() -> float:
     """CPU seconds (user + system, reaped children included) used so far by this process tree:
     much less sensitive than wall time to other work on the machine."""
     total = 0
-    for pid in _process_tree():
+    for pid in process_tree():
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()

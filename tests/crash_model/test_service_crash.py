@@ -62,7 +62,7 @@ hoodie.client.heartbeat.tolerable.misses: 0
 hoodie.cleaner.commits.retained: 2
 """
 ALIVE = "hoodie.client.heartbeat.tolerable.misses=1000"   # with it, any heartbeat of the last 16 h is alive
-LOCK = ".hoodie/.aux/.tablesvc.lock"
+LOCK = ".hoodie/lock"   # the table lock: Java Hudi's FileSystemBasedLockProvider file
 
 
 # =============================================================================================

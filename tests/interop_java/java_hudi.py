@@ -21,13 +21,17 @@ Requests (``op`` and its fields; every answer has ``ok`` and ``secs``, a failed 
 
 | op | fields | answer |
 |---|---|---|
-| ``write`` | ``path``, ``operation`` (insert, upsert, delete), ``schema`` (Spark DDL), ``rows`` or ``generate``, ``options`` (Hudi write options) | |
+| ``write`` | ``path``, ``operation`` (insert, upsert, delete), ``schema`` (Spark DDL), ``rows``, ``generate`` or ``source`` (a Parquet folder), ``options`` (Hudi write options) | |
 | ``read`` | ``path``, ``columns``, ``as_of`` (optional: ``as.of.instant``) | ``rows`` |
+| ``scan`` | ``path``: every row and column of the snapshot into Spark's ``noop`` sink (the benchmarks' read) | |
+| ``checksum`` | ``path``, ``columns`` | ``rows`` (count), ``hash`` (sum of Spark's ``hash`` of the columns) |
 | ``compaction`` | ``path``, ``mode`` (schedule, run), ``options`` (``k=v,...``), ``session`` | ``result`` (the CALL's rows) |
 | ``clean`` | ``path``, ``table``, ``retain_commits``, ``options``, ``session`` | ``result`` |
 | ``rollback`` | ``path``, ``table``, ``instant``, ``session`` | ``result`` |
 
 ``session``: Hudi keys ``SET`` in the Spark session before the CALL (``JavaTable.session_conf``).
+``secs`` is measured inside the driver around the request's work (the JVM's start is not in it):
+the benchmarks (tests/benchmarks/java_baseline.py) time Java Hudi by it.
 | ``stop`` | | (then the driver exits) |
 
 The first line the driver prints is its start: ``{"ready": true, "spark": ..., "hudi_table_version": ...}``
@@ -151,6 +155,7 @@ class JavaTable:
     partition_field: str = "part"
     hive_style: bool = False
     index: tuple[tuple[str, str], ...] = ()     # the table's own index keys (a tablesvc table: its bucket index)
+    writer: tuple[tuple[str, str], ...] = ()    # more write options (scenario 3: OCC, the file-system lock, LAZY)
 
     @classmethod
     def existing(cls, path: str | Path, bundle: HudiBundle) -> "JavaTable":
@@ -192,6 +197,7 @@ class JavaTable:
             **{k: "2" for k in ("hoodie.insert.shuffle.parallelism", "hoodie.upsert.shuffle.parallelism",
                                 "hoodie.delete.shuffle.parallelism", "hoodie.bulkinsert.shuffle.parallelism")},
             **self._common(),
+            **dict(self.writer),
         }
 
     def procedure_options(self) -> str:
@@ -221,10 +227,11 @@ def _driver_env(python: Path) -> dict[str, str]:
 class JavaHudi:
     """One driver process: one JVM with one Hudi bundle.  Use as a context manager, or ``start``/``close``."""
 
-    def __init__(self, setup: JavaHudiSetup, bundle: HudiBundle, work_dir: Path):
+    def __init__(self, setup: JavaHudiSetup, bundle: HudiBundle, work_dir: Path, driver_memory: str = "1536m"):
         self.setup = setup
         self.bundle = bundle
         self.work_dir = work_dir
+        self.driver_memory = driver_memory    # the benchmarks give it what tablesvc's session has
         self.ready: dict = {}           # the driver's first answer (Spark's version, ...)
         self._proc: subprocess.Popen | None = None
         self._answers: queue.Queue = queue.Queue()
@@ -237,7 +244,8 @@ class JavaHudi:
         try:
             # a session of its own: a kill takes the driver's JVM with it (``kill``)
             self._proc = subprocess.Popen(
-                [str(self.setup.python), str(HERE), "--jar", str(self.bundle.jar), "--work-dir", str(self.work_dir)],
+                [str(self.setup.python), str(HERE), "--jar", str(self.bundle.jar), "--work-dir", str(self.work_dir),
+                 "--driver-memory", self.driver_memory],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.work_dir,
                 env=_driver_env(self.setup.python), text=True, start_new_session=True)
         finally:
@@ -250,6 +258,13 @@ class JavaHudi:
                                       f"\n--- driver log (tail) ---\n{self.log_tail()}")
         self.ready = first
         return self
+
+    @property
+    def pid(self) -> int:
+        """The driver's process id (its JVM is a child of it): the benchmarks measure its memory and CPU."""
+        if self._proc is None:
+            raise JavaHudiUnavailable(f"{self.bundle.label}: the driver is not running")
+        return self._proc.pid
 
     def __enter__(self) -> "JavaHudi":
         return self.start() if self._proc is None else self
@@ -332,11 +347,12 @@ class JavaHudi:
 
     @staticmethod
     def write_request(table: JavaTable, operation: str, rows: list[tuple] | None = None,
-                      generate: dict | None = None) -> dict:
-        """``generate``: ``{"count", "key_prefix", "ts", "partitions"}``, rows made in the JVM (a large batch)."""
+                      generate: dict | None = None, source: str | None = None) -> dict:
+        """``generate``: ``{"count", "key_prefix", "ts", "partitions"}``, rows made in the JVM (a large batch);
+        ``source``: a folder of Parquet files whose rows are written (the benchmarks' data)."""
         return {"op": "write", "path": table.path, "operation": operation, "schema": SCHEMA_DDL,
                 "rows": [list(r) for r in rows] if rows is not None else None, "generate": generate,
-                "options": table.write_options()}
+                "source": source, "options": table.write_options()}
 
     def read(self, table: JavaTable, as_of: str | None = None) -> list[tuple]:
         got = self.step({"op": "read", "path": table.path, "columns": list(COLUMNS), "as_of": as_of})
@@ -359,7 +375,7 @@ class JavaHudi:
 
 # ==== the driver (its own process, the Hudi venv) ===================================================
 
-def _spark_session(jar: str, work_dir: str):
+def _spark_session(jar: str, work_dir: str, driver_memory: str = "1536m"):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master("local[2]").appName("tablesvc-interop-java-hudi")
@@ -372,7 +388,7 @@ def _spark_session(jar: str, work_dir: str):
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
         "spark.sql.warehouse.dir": os.path.join(work_dir, "warehouse"),
         "spark.local.dir": os.path.join(work_dir, "spark-local"),
-        "spark.driver.memory": "1536m",
+        "spark.driver.memory": driver_memory,
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.sql.shuffle.partitions": "2",
@@ -403,7 +419,9 @@ class _Driver:
 
     def write(self, req: dict) -> dict:
         spark = self.spark
-        if req.get("generate"):
+        if req.get("source"):
+            df = spark.read.parquet(req["source"])
+        elif req.get("generate"):
             g = req["generate"]
             parts = ", ".join(f"'{p}'" for p in g["partitions"])
             df = spark.range(int(g["count"])).selectExpr(
@@ -423,6 +441,18 @@ class _Driver:
             reader = reader.option("as.of.instant", req["as_of"])
         rows = reader.load(req["path"]).select(*req["columns"]).collect()
         return {"rows": [list(r) for r in rows]}
+
+    def scan(self, req: dict) -> dict:
+        # every row and column materialised, nothing brought back: the same sink tablesvc's read is timed into
+        self.spark.read.format("hudi").load(req["path"]).write.format("noop").mode("overwrite").save()
+        return {}
+
+    def checksum(self, req: dict) -> dict:
+        from pyspark.sql import functions as F
+
+        row = self.spark.read.format("hudi").load(req["path"]).select(
+            F.count(F.lit(1)).alias("n"), F.sum(F.hash(*req["columns"]).cast("long")).alias("h")).collect()[0]
+        return {"rows": int(row["n"]), "hash": int(row["h"] or 0)}
 
     def _register(self, name: str, path: str) -> None:
         # run_clean and rollback_to_instant find the table by name: the catalog entry points at the path
@@ -453,6 +483,7 @@ def driver_main(argv: list[str] | None = None) -> int:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--jar", required=True)
     args.add_argument("--work-dir", required=True)
+    args.add_argument("--driver-memory", default="1536m")
     opts = args.parse_args(argv)
 
     # answers go to the real stdout; everything else written to fd 1 from now on (the JVM that
@@ -465,7 +496,7 @@ def driver_main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     try:
-        spark = _spark_session(os.path.abspath(opts.jar), os.path.abspath(opts.work_dir))
+        spark = _spark_session(os.path.abspath(opts.jar), os.path.abspath(opts.work_dir), opts.driver_memory)
         # a class of the bundle, called: fails here when the jar is not on the JVM's class path
         writes = spark.sparkContext._jvm.org.apache.hudi.common.table.HoodieTableVersion.current().versionCode()
     except Exception as exc:  # noqa: BLE001 - reported to the client, which fails the test with it
@@ -476,7 +507,7 @@ def driver_main(argv: list[str] | None = None) -> int:
 
     driver = _Driver(spark)
     handlers = {"write": driver.write, "read": driver.read, "compaction": driver.compaction,
-                "clean": driver.clean, "rollback": driver.rollback}
+                "clean": driver.clean, "rollback": driver.rollback, "scan": driver.scan, "checksum": driver.checksum}
     for line in sys.stdin:
         if not line.strip():
             continue

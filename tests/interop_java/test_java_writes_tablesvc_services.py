@@ -17,28 +17,15 @@ import pytest
 from event_time_model import EventTimeModel
 from java_hudi import JavaHudi, JavaHudiSetup, JavaTable
 from reader_agreement import ThreeReaders
+from scenario_rows import assert_ran, PARTITIONS, rows
 from timeline_files import as_of_after, completed, data_files_of, instant_files, pending_times
 
 from tablesvc.api import Table
-from tablesvc.services.result import Status
 
 pytestmark = pytest.mark.interop_java
 
-PARTITIONS = ("p0", "p1")
 # tablesvc judges a writer dead once its heartbeat is this old (a killed Java write may leave one)
 SHORT_HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": "1000", "hoodie.client.heartbeat.tolerable.misses": "1"}
-
-
-def rows(keys, ts: int, val: str) -> list[tuple]:
-    """``(id, ts, part, val)``: key ``k`` gets event time ``ts + k`` and a fixed partition."""
-    return [(f"k{k:03d}", ts + k, PARTITIONS[k % 2], f"{val}{k}") for k in keys]
-
-
-def assert_ran(results, action: str):
-    """The one result of ``action`` that completed (``Status.DONE``)."""
-    done = [r for r in results if r.action == action and r.status is Status.DONE]
-    assert len(done) == 1, f"tablesvc {action} did not run once: " + "; ".join(r.render() for r in results)
-    return done[0]
 
 
 def kill_a_java_write(setup: JavaHudiSetup, table: JavaTable, work_dir: Path,

@@ -5,7 +5,8 @@ event times, deletes); Java Hudi reads it, writes on it with the settings the ta
 (its key, ordering and partition fields, Hive-style partition folders, tablesvc's bucket index),
 compacts and cleans it with its own procedures; tablesvc and hudi-rs read it back, and tablesvc
 writes once more on the table Java serviced.  After every step Java Hudi, hudi-rs and tablesvc
-read the same rows as the model.  Table versions 6 (Hudi 0.15), 8 and 9 (the newest bundle); the
+read the same rows as the model.  Java's log compaction runs too (inline after one of its writes:
+Hudi has no procedure for it) over log blocks tablesvc and Java wrote.  Table versions 6 (Hudi 0.15), 8 and 9 (the newest bundle); the
 metadata table is off (issue #27).
 """
 
@@ -15,21 +16,20 @@ import pytest
 from event_time_model import EventTimeModel
 from java_hudi import COLUMNS, SCHEMA_DDL, JavaTable
 from reader_agreement import ThreeReaders
-from timeline_files import as_of_after, completed, pending_times
+from scenario_rows import rows
+from timeline_files import as_of_after, completed, instant_files, pending_times
 
 from tablesvc.api import Table, TableSpec
 
 pytestmark = pytest.mark.interop_java
 
-PARTITIONS = ("p0", "p1")
 # tablesvc's writes here run no service of their own: each service in the scenario is Java's
 NO_INLINE_SERVICES = {"hoodie.clean.automatic": "false", "hoodie.compact.inline": "false",
                       "hoodie.log.compaction.inline": "false"}
 
 
-def rows(keys, ts: int, val: str) -> list[tuple]:
-    """``(id, ts, part, val)``: key ``k`` gets event time ``ts + k`` and a fixed partition."""
-    return [(f"k{k:03d}", ts + k, PARTITIONS[k % 2], f"{val}{k}") for k in keys]
+# Hudi has no procedure for log compaction: a write runs it inline once a slice holds this many blocks
+JAVA_INLINE_LOG_COMPACTION = {"hoodie.log.compaction.inline": "true", "hoodie.log.compaction.blocks.threshold": "2"}
 
 
 @pytest.mark.parametrize("version", [6, 8, 9])
@@ -55,6 +55,21 @@ def test_tablesvc_writes_java_takes_over(version, java_hudi_setup, start_java_hu
         model.apply(operation, batch)
         readers.check(step, model.rows())
 
+    def log_compactions_done() -> set[str]:
+        """A log compaction completes as a deltacommit: its requested file says what it was."""
+        files = instant_files(path)
+        planned = {f.requested for f in files if f.action == "logcompaction"}
+        return planned & {f.requested for f in files if f.state == "completed"}
+
+    def java_log_compaction(step: str, batch: list[tuple]) -> None:
+        before = log_compactions_done()
+        request = java.write_request(table, "upsert", rows=batch)
+        request["options"].update(JAVA_INLINE_LOG_COMPACTION)
+        java.step(request)
+        model.apply("upsert", batch)
+        assert log_compactions_done() - before, f"{step}: Java completed no log compaction (table version {version})"
+        readers.check(step, model.rows())
+
     # -- tablesvc writes; Java reads each state ------------------------------------------------------
     tablesvc_write("tablesvc insert", "insert", rows(range(24), 1000, "a"))
     first_write, after_first = completed(path, "deltacommit")[0], model.rows()
@@ -68,6 +83,8 @@ def test_tablesvc_writes_java_takes_over(version, java_hudi_setup, start_java_hu
     java_write("Java upsert on tablesvc's table", "upsert", rows((2, 4, 9, 11, 27, 28), 4000, "c"))
     java_write("Java upsert of older events (they lose)", "upsert", rows((0, 13), 20, "old"))
     java_write("Java delete", "delete", rows((13, 27), 5000, "d"))
+    # Java's log compaction (no procedure: a write with it inline) folds tablesvc's and Java's blocks
+    java_log_compaction("Java upsert with its log compaction inline", rows((1, 8), 4500, "lc"))
     result = java.compaction(table)
     assert any(r.get("state") == "COMPLETED" for r in result), result
     readers.check("Java compaction", model.rows())

@@ -124,7 +124,7 @@ def test_request_built_plans_under_the_lock_and_writes_nothing_for_no_plan(tmp_p
 
     def build(timeline):
         seen.append([i.timestamp for i in timeline.instants])
-        lock_file = tmp_path / ".hoodie" / ".aux" / ".tablesvc.lock"
+        lock_file = tmp_path / LOCK_FILE
         assert lock_file.exists(), "the payload must be built while the table lock is held"
         return None if len(seen) == 1 else b"plan"
 

@@ -36,7 +36,10 @@ def _execute(table, requested: Instant, plan: CleanerPlan, fence=None) -> Servic
     # Another process (a runner, or a writer's inline clean) may run the same plan: deleting is
     # idempotent, so a racing start is joined (CLEAN_LIFECYCLE); only one of us completes it.
     life = InstantLifecycle(table, CLEAN_LIFECYCLE)
-    with life.start(requested) as run:
+    # Hudi 0.x writes the plan into a v6 clean's inflight file too, and its archiver reads it
+    # there: an empty one failed Java's archival ("Not an Avro data file").  1.x (v8+) leaves it empty.
+    inflight = encode_cleaner_plan(plan) if table.config.version < 8 else b""
+    with life.start(requested, inflight_payload=inflight) as run:
         if run.found_completed:
             return _finished_elsewhere(requested.timestamp)
         return _delete_and_commit(table, life, requested, plan, fence, started)

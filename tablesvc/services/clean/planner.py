@@ -17,7 +17,8 @@ compaction reads; files a savepoint holds.  File groups replaced at or before th
 entirely; with KEEP_LATEST_FILE_VERSIONS every replaced file group goes (as in Hudi).
 The ECTR never passes the earliest pending write or compaction.
 Planning is incremental: with a previous clean, only partitions written by instants
-between its ECTR and the new one are scanned (``hoodie.cleaner.incremental.mode``).
+between its ECTR and the new one are scanned (``hoodie.cleaner.incremental.mode``), unless
+that ECTR is older than the active timeline's start (archived writes: every partition).
 A plan that deletes nothing is never written (Hudi's "nothing to clean"), ECTR moved or not.
 """
 
@@ -223,7 +224,11 @@ def plan_clean(table, config: ServiceConfig, timeline: Timeline | None = None) -
     if reason is not None:
         return PlannedClean(None, reason, 0, 0)
     written = None
-    if cfg.incremental and prev_ectr and ectr is not None and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS:
+    # As Hudi's CleanPlanner: a previous ECTR older than the active timeline's start means the
+    # writes after it were (partly) archived, and their partitions are no longer known: scan all.
+    prev_ectr_archived = bool(prev_ectr) and timeline.start is not None and prev_ectr < timeline.start
+    if (cfg.incremental and prev_ectr and not prev_ectr_archived and ectr is not None
+            and cfg.policy is not CleanerPolicy.KEEP_LATEST_FILE_VERSIONS):
         written = _partitions_written(table, timeline, prev_ectr, ectr.timestamp)
     # Names only: a clean deletes whole slices and needs no file sizes (no stat per data file).
     # Incremental: the other partitions are found (listed) but not grouped.

@@ -68,6 +68,7 @@ class InstantLifecycle:
         self._interval_ms = heartbeat_interval_ms
         self._heartbeat: Heartbeat | None = None
         self._inflight: Instant | None = None
+        self._inflight_payload = b""
         self._committed = False
         self._aborted = False
 
@@ -106,12 +107,14 @@ class InstantLifecycle:
 
     # -- start --------------------------------------------------------------------------------
     @contextmanager
-    def start(self, requested: Instant,
-              requirements: Sequence[CommitRequirement] = ()) -> Iterator[StartedInstant]:
+    def start(self, requested: Instant, requirements: Sequence[CommitRequirement] = (), *,
+              inflight_payload: bytes = b"") -> Iterator[StartedInstant]:
         """requested -> inflight per ``rules.start``, then the body runs; the heartbeat stops when
         it leaves.  ``requirements`` are checked under the lock before an ``IF_STILL_REQUESTED``
-        start (the lease; ``StillRequested`` is added here)."""
+        start (the lease; ``StillRequested`` is added here).  ``inflight_payload``: the content of
+        the inflight file, when Hudi writes one (a v6 clean: its plan)."""
         rules = self.rules
+        self._inflight_payload = inflight_payload
         if requirements and rules.start is not Start.IF_STILL_REQUESTED:
             raise ValueError(f"a {rules.start.value} start checks no requirements")
         if rules.start is Start.FRESH:
@@ -180,7 +183,7 @@ class InstantLifecycle:
     def _transition(self, requested: Instant) -> Instant | None:
         """``TimelineWriter.start``; a lost race per ``rules.racing_start`` (None: joined)."""
         try:
-            return self.table.timeline_writer.start(requested)
+            return self.table.timeline_writer.start(requested, self._inflight_payload)
         except (InstantExistsError, IllegalTransitionError) as e:
             if self.rules.racing_start is RacingStart.CONFLICT:
                 raise ConflictError(f"{self.rules.label} {requested.timestamp}: {e}") from None
