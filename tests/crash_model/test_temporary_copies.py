@@ -150,7 +150,8 @@ folder = os.path.abspath(os.path.join(table.base_path, table.config.layout.timel
 link = os.link
 
 def dying_link(src, dst, *a, **k):
-    if os.path.dirname(os.path.abspath(dst)) == folder:
+    # the completed instant's link only: on v6 the table lock (.hoodie/lock) is made in the same folder
+    if os.path.dirname(os.path.abspath(dst)) == folder and os.path.basename(dst) != "lock":
         os.kill(os.getpid(), 9)        # the copy is written and fsynced; the link never happens
     return link(src, dst, *a, **k)
 
