@@ -187,9 +187,10 @@ def services_done(path: str) -> Counter:
     return out
 
 
+# Table version 6 is not run: beside a Java 0.x writer tablesvc's compaction is not safe (a lost
+# update was seen; docs/interop.md, scenario 3, "Table version 6").
 @pytest.mark.parametrize("version,lock_dir,expire", [
-    (6, None, None),                     # Hudi 0.15.0; the default lock file <base>/.hoodie/lock, never expiring
-    (8, None, None),
+    (8, None, None),                     # the default lock file <base>/.hoodie/lock, never expiring
     (9, "locks/java_writer_v9", 1),      # the lock folder elsewhere, and a 1-minute expiry, on both sides
 ])
 def test_java_writer_beside_tablesvc_run(version, lock_dir, expire, java_hudi_setup, start_java_hudi, spark,
