@@ -21,8 +21,9 @@ from timeline.errors import (
 )
 
 __all__ = [
-    "ConfigError", "ConflictError", "CorruptLogBlockError", "FileNameError", "IllegalTransitionError",
-    "InstantExistsError", "InvalidInputError", "InvalidInstantError", "LeftPendingError", "LockHeldError",
+    "ConfigError", "ConflictError", "CorruptHFileError", "CorruptLogBlockError", "FileNameError", "IllegalTransitionError",
+    "HiddenWriteError", "InstantExistsError", "InvalidInputError", "InvalidInstantError", "LeftPendingError",
+    "LockHeldError",
     "LogFormatError", "NotATableError", "PayloadError", "SparkEnvironmentError", "TableConfigError",
     "TablesvcError", "TimelineError", "TimeTravelError", "UnknownInstantError", "UnsupportedTableError",
 ]
@@ -54,6 +55,11 @@ class FileNameError(InvalidInputError):
     """A base or log file name that does not follow Hudi's naming."""
 
 
+class CorruptHFileError(TablesvcError):
+    """An HFile (a metadata-table base file, or the content of an HFILE_DATA log block) that does
+    not decode; the message names the file and the byte offset (exit 1: the bytes are damaged)."""
+
+
 class LogFormatError(TablesvcError):
     """A log file that cannot be read or written as Hudi log blocks."""
 
@@ -65,3 +71,10 @@ class CorruptLogBlockError(LogFormatError):
 class LeftPendingError(ConflictError):
     """Recovery left pending instants that a live process (or a running rollback) still owns;
     the message names each one (exit 3: retry later, or ``rollback --wait``)."""
+
+
+class HiddenWriteError(TablesvcError):
+    """A service whose commit would hide a committed write: on table version 6, a log file that a
+    committed delta commit put into a file slice the compaction replaces, which the plan does not
+    list.  Not a conflict to retry (the plan cannot change): exit 1, the runner sets the job aside
+    after its failures; the message names the log, the write and what to do."""

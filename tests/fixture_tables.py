@@ -30,6 +30,7 @@ TABLES_DIR = _UNZIPPED / "tables"
 unzip_tables(FIXTURES / "tables", TABLES_DIR)
 ZIPS_DIR = FIXTURES / "zips"
 LOG_FILES_DIR = FIXTURES / "log_files"
+HISTORY_FIXTURES_DIR = FIXTURES / "history"     # tables with an LSM history and their expectations (JSON)
 
 
 def extracted_table_names() -> list[str]:

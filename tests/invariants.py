@@ -31,7 +31,7 @@ The invariants and the rule each one is checked by:
    * a v6 log file (named after its slice's base instant): every valid block's instant is
      completed, pending, or the target of a rollback command block in the same slice, and a
      file is never made of rolled-back blocks only (the rollback deletes those);
-   * hidden temporary copies (``.<name>.<32 hex>.tmp``, a create killed before its link);
+   * hidden temporary copies (``storage.local.temporary_name_for``, a create killed before its link);
    * marker folders and heartbeat files of instants that are not pending.
 
    ``recovered=False`` (right after a crash, before recovery) keeps only the rules a crash
@@ -44,7 +44,6 @@ The invariants and the rule each one is checked by:
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -52,7 +51,6 @@ from typing import Callable, Iterable
 
 MAX_REPORTED = 8          # differences listed per check: enough to see the pattern
 _STATS_CACHE: dict[tuple[str, int], list] = {}   # (completed file, size) -> its write stats
-TEMP_COPY = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{32}\.tmp$")
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
 
@@ -260,6 +258,7 @@ def _orphan_violations(table, timeline, recovered: bool) -> list[str]:
     from tablesvc.errors import FileNameError
     from tablesvc.fsview.names import BaseFileName, LogFileName, looks_like_log_file
     from tablesvc.fsview.partitions import list_partitions
+    from tablesvc.storage.local import temporary_copy_of
     from timeline.instant import Action, TimelineLayout
     from timeline.storage import join
 
@@ -296,8 +295,7 @@ def _orphan_violations(table, timeline, recovered: bool) -> list[str]:
         for name in table.storage.list_names(folder):
             rel = f"{partition}/{name}" if partition else name
             why = None
-            temp = TEMP_COPY.match(name)
-            if temp:
+            if temporary_copy_of(name) is not None:
                 why = "a temporary copy of a create that never finished" if recovered else None
             elif name == PARTITION_METAFILE:
                 continue

@@ -49,7 +49,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +62,7 @@ for p in (str(REPO), str(TESTS)):
 
 from invariants import InstantHistory, check_invariants  # noqa: E402
 from timeline.heartbeat import Heartbeat  # noqa: E402
+from tablesvc.storage.local import temporary_name_for  # noqa: E402
 
 KEYS = 40
 CITIES = ("amsterdam", "berlin")
@@ -151,7 +151,7 @@ class CrashingStorage:
         local = path[len("file://"):] if path.startswith("file://") else path
         folder, name = os.path.split(local)
         os.makedirs(folder or ".", exist_ok=True)
-        with open(os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp"), "wb") as f:
+        with open(os.path.join(folder, temporary_name_for(name)), "wb") as f:
             f.write(data[: max(1, len(data) // 2)])
 
     def write_new(self, path, data):

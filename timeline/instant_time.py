@@ -111,14 +111,18 @@ class InstantTimeGenerator:
         self._last: str | None = None
         self._lock = threading.Lock()
 
-    def next(self, after: str | None = None) -> str:
+    def next(self, after: str | None = None, ahead_ms: int = 0) -> str:
         """A new instant time greater than ``after`` and than any this generator gave before.
 
         ``after`` is the greatest time already on the timeline (the caller reads it,
-        under the table lock where other writers may race).
+        under the table lock where other writers may race).  ``ahead_ms``: the time is at least
+        that far ahead of the clock (a table-version-6 compaction's instant, which must exist on
+        the timeline before any Hudi 0.x writer takes a later time from its clock).
         """
+        if ahead_ms < 0:
+            raise ValueError(f"ahead_ms must not be negative, got {ahead_ms}")
         with self._lock:
-            candidate = format_instant(self._clock.now_ms(), self._tz)
+            candidate = format_instant(self._clock.now_ms() + ahead_ms, self._tz)
             for floor in (after, self._last):
                 if floor is not None and candidate <= floor:
                     candidate = next_after(floor, self._tz)

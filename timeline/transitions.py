@@ -120,20 +120,22 @@ class TimelineWriter:
             return self._create(self.load(), action, payload, timestamp, before_create)
 
     def request_built(self, action: Action, build: Callable[[Timeline], bytes | None],
-                      timestamp: str | None = None) -> Instant | None:
+                      timestamp: str | None = None, *, ahead_ms: int = 0) -> Instant | None:
         """Like ``request``, with the payload built by ``build(timeline)`` under the same lock
         hold, so a plan cannot miss an instant completed between listing and creating it.
-        ``build`` returning None creates nothing (returns None)."""
+        ``build`` returning None creates nothing (returns None).  The time is generated once the
+        payload is built, ``ahead_ms`` ahead of the clock at least (``InstantTimeGenerator.next``)."""
         with self.lock():
             timeline = self.load()
             payload = build(timeline)
-            return None if payload is None else self._create(timeline, action, payload, timestamp)
+            return None if payload is None else self._create(timeline, action, payload, timestamp,
+                                                              ahead_ms=ahead_ms)
 
     def _create(self, timeline: Timeline, action: Action, payload: bytes, timestamp: str | None,
-                before_create: Callable[[str], None] | None = None) -> Instant:
+                before_create: Callable[[str], None] | None = None, ahead_ms: int = 0) -> Instant:
         latest = timeline.max_time()
         if timestamp is None:
-            timestamp = self.generator.next(after=latest)
+            timestamp = self.generator.next(after=latest, ahead_ms=ahead_ms)
         elif timeline.files_of(timestamp):
             raise InstantExistsError(f"instant {timestamp} already exists on the timeline of {self.base_path}")
         elif latest is not None and timestamp <= latest:

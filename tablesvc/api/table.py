@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 
 from tablesvc.errors import InvalidInputError, NotATableError
 from tablesvc.fsview.view import FileSlice, FileSystemView
+from tablesvc.metadata import MetadataFileListing, lists_files
 from tablesvc.storage import storage_for
 from tablesvc.table.config import TableConfig
 from tablesvc.table.create import TableSpec, create_table
@@ -89,7 +90,26 @@ class Table:
 
     # -- files -------------------------------------------------------------------------------------
     def file_system_view(self, timeline: Timeline | None = None) -> FileSystemView:
-        return FileSystemView.build(self.storage, self.base_path, self.config, timeline or self.timeline())
+        """The view of ``timeline`` (now: a fresh one), its files listed through the metadata table
+        when ``uses_metadata_table``, else from storage."""
+        timeline = timeline or self.timeline()
+        listing = None
+        if self.uses_metadata_table:
+            listing = MetadataFileListing(self.storage, self.base_path, timeline)
+        return FileSystemView.build(self.storage, self.base_path, self.config, timeline, listing=listing)
+
+    @cached_property
+    def metadata_enabled(self) -> bool:
+        """The reader's ``hoodie.metadata.enable`` (defaults < ``.hoodie/tablesvc.yaml``); a command
+        given ``--conf hoodie.metadata.enable=...`` sets it from its own config."""
+        return bool(self.service_config().get("hoodie.metadata.enable"))
+
+    @property
+    def uses_metadata_table(self) -> bool:
+        """Files are listed through the metadata table: the table's ``files`` partition is complete
+        (``hoodie.table.metadata.partitions`` names it, Java's test) and the reader has not
+        switched it off (``hoodie.metadata.enable=false``)."""
+        return lists_files(self.config) and self.metadata_enabled
 
     def latest_file_slices(self, as_of: str | None = None, partition: str | None = None) -> list[FileSlice]:
         view = self.file_system_view()

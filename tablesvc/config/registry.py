@@ -115,6 +115,10 @@ _KEYS = [
               "KEEP_LATEST_FILE_VERSIONS: slices kept per file group."),
     ConfigKey("hoodie.cleaner.hours.retained", 24, _parse_float(0), "KEEP_LATEST_BY_HOURS: hours kept."),
     ConfigKey("hoodie.cleaner.incremental.mode", True, _parse_bool, "Plan cleaning from the last clean on."),
+    # reads
+    ConfigKey("hoodie.metadata.enable", True, _parse_bool,
+              "Readers: list a table's files through its metadata table (the files partition) when "
+              "hoodie.table.metadata.partitions names files; false lists storage (docs/metadata-table.md)."),
     # writes
     ConfigKey("hoodie.logfile.data.block.format", "avro",
               lambda key, raw: _parse_choice("AVRO", "PARQUET")(key, raw).lower(),

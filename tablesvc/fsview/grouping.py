@@ -23,6 +23,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import groupby
 from operator import methodcaller
+from typing import Callable
 
 from tablesvc.errors import FileNameError
 from tablesvc.fsview.model import FileGroup, FileSlice, _base_name, _new, _set
@@ -87,7 +88,9 @@ class GroupingRules:
     v6_pending: frozenset[str]
     base_suffix: str
     v1: bool
-    completion: dict[str, str]
+    completion: dict[str, str]     # of the active timeline; archived instants are added as asked
+    # v8+: instants -> their completion times as the LSM history holds them (``view._Archived``)
+    archived: Callable[[set[str]], dict[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -326,7 +329,15 @@ def _slice_logs(logs: LogColumns, base_instants: list[str], rules: GroupingRules
     kept per file); a slice's logs are then one run of that order, cut where the base instants
     fall.  The sort is stable, so equal keys keep listing order, as the per-file loop did."""
     instants = logs.instants
-    firsts = instants if rules.v1 else list(map(rules.completion.get, instants, instants))
+    if rules.v1:
+        firsts = instants
+    else:
+        completion = rules.completion
+        unknown = set(instants).difference(completion)
+        if unknown and rules.archived is not None:   # logs of archived delta commits
+            completion.update(rules.archived(unknown))
+        # an instant known nowhere (archived, not in the history) joins by its own time
+        firsts = list(map(completion.get, instants, instants))
     keys = list(zip(firsts, map(int, logs.versions), logs.tokens))
     order = sorted(range(len(keys)), key=keys.__getitem__)
     ordered = logs.take(order)

@@ -9,7 +9,8 @@ Rules (docs/file-system-view.md explains them with examples):
 * Base file -> slice keyed by its instant.
 * Log file -> v6: the slice keyed by the instant in its name; v8/v9: the slice with
   the greatest base instant at or before the log's completion time (or a slice of
-  its own when there is none).
+  its own when there is none); an archived delta commit's completion time comes from
+  the LSM history (``timeline.history``), its own instant when the history lacks it.
 * File groups replaced by a completed replacecommit (as of the query time) are gone.
 * ``latest_file_slices(as_of)`` picks per file group the latest slice whose base
   instant is at or before ``as_of``; when that slice is a pending compaction's
@@ -28,10 +29,12 @@ from tablesvc.fsview.grouping import GroupingRules, file_groups, visible_files, 
 from tablesvc.fsview.model import BaseFile, FileGroup, FileSlice, LogFile  # noqa: F401
 from tablesvc.fsview.partitions import discover_partitions
 from timeline.active import Timeline, gc_paused
+from timeline.history import ArchivedCompletionTimes
 from timeline.instant import Action, TimelineLayout
 from timeline.storage import Storage, join
 
 if TYPE_CHECKING:  # the table package imports this module; avoid the cycle at run time
+    from tablesvc.fsview.listing import FileListing
     from tablesvc.table.config import TableConfig
 
 
@@ -48,7 +51,7 @@ class FileSystemView:
     @classmethod
     def build(cls, storage: Storage, base_path: str, config: "TableConfig", timeline: Timeline,
               partitions: list[str] | None = None, *, sizes: bool = True,
-              only: "set[str] | None" = None) -> "FileSystemView":
+              only: "set[str] | None" = None, listing: "FileListing | None" = None) -> "FileSystemView":
         """The view of ``timeline``.  Folders are listed by name only; with ``sizes`` (the default)
         each visible data file is then ``stat``-ed for its size (hidden, uncommitted and unrelated
         files are not), and a file deleted in between is left out, as a listing with sizes would.
@@ -57,15 +60,20 @@ class FileSystemView:
         a ``stat`` is the dominant per-file cost on large tables.  Every partition is listed
         before any file is sized, so a storage wrapper sees all listings, then all ``stat``
         calls.  ``only``: of the partitions found, group just these (an incremental clean); the
-        view's ``partitions`` are those."""
+        view's ``partitions`` are those.  ``listing``: take partitions, names and sizes from it (the
+        metadata table, ``fsview/listing.py``) instead of listing and sizing storage."""
         with gc_paused():   # many long-lived objects, no cycles (see gc_paused)
-            return cls._build(storage, base_path, config, timeline, partitions, sizes, only)
+            return cls._build(storage, base_path, config, timeline, partitions, sizes, only, listing)
 
     @classmethod
     def _build(cls, storage: Storage, base_path: str, config: "TableConfig", timeline: Timeline,
-               partitions: list[str] | None, sizes: bool, only: "set[str] | None") -> "FileSystemView":
+               partitions: list[str] | None, sizes: bool, only: "set[str] | None",
+               listing: "FileListing | None" = None) -> "FileSystemView":
         listed: dict[str, list[str]] = {}
-        if partitions is None:
+        if listing is not None:
+            partitions = listing.partitions() if partitions is None else partitions
+            listed = {p: sorted(listing.files(p)) for p in partitions}
+        elif partitions is None:
             partitions, listed = discover_partitions(storage, base_path, config.is_partitioned)
         if only is not None:
             partitions = [p for p in partitions if p in only]
@@ -73,7 +81,8 @@ class FileSystemView:
         rules = GroupingRules(timeline, _Committed(timeline),
                               pending_compactions if config.layout is TimelineLayout.V1 else frozenset(),
                               "." + config.base_file_format.lower(), config.layout is TimelineLayout.V1,
-                              timeline.completion_times())
+                              timeline.completion_times(),
+                              None if config.layout is TimelineLayout.V1 else _Archived(timeline, storage, base_path))
         skipped: list[str] = []
         visible = []
         for partition in partitions:
@@ -83,7 +92,10 @@ class FileSystemView:
                 names = storage.list_names(folder)
             visible.append(visible_files(partition, folder, names, rules, skipped))
         # every partition's sizes at once: the folders are sized in parallel (fsview/sizes.py)
-        size_maps = with_sizes(storage, visible) if sizes else [None] * len(visible)
+        if listing is not None:   # sizes as the listing records them; storage is not asked
+            size_maps = [listing.files(v.partition) if sizes else None for v in visible]
+        else:
+            size_maps = with_sizes(storage, visible) if sizes else [None] * len(visible)
         groups: list[FileGroup] = []
         for v, size_of in zip(visible, size_maps):
             groups += file_groups(v, rules, size_of)
@@ -122,6 +134,22 @@ class FileSystemView:
                                   prev.log_files + s.log_files)
             out.append(s)
         return out
+
+
+class _Archived:
+    """v8+: completion times of archived instants, from the LSM history (``timeline.history``), as
+    Java's ``CompletionTimeQueryViewV2`` finds them: the active timeline first (the caller asks
+    only for instants it does not hold), the history only for instants before the active
+    timeline's start.  Nothing is read until a log of an archived delta commit is grouped."""
+
+    def __init__(self, timeline: Timeline, storage: Storage, base_path: str):
+        self._start = timeline.start
+        self._history = ArchivedCompletionTimes(storage, base_path)
+
+    def __call__(self, instants: set[str]) -> dict[str, str]:
+        start = self._start
+        before = {i for i in instants if start is not None and i < start}
+        return self._history.completion_times(before) if before else {}
 
 
 class _Committed(dict):

@@ -27,7 +27,7 @@ class BlockType(IntEnum):
     DELETE = 1
     CORRUPT = 2  # never on disk: Java readers synthesise it, we use CorruptBlock instead
     AVRO_DATA = 3
-    HFILE_DATA = 4
+    HFILE_DATA = 4  # metadata table: the content is an HFile (logformat/hfile_content.py)
     PARQUET_DATA = 5
     CDC_DATA = 6
 
@@ -111,6 +111,12 @@ class LogBlock:
     def end(self) -> int:
         """File offset just past this block (only meaningful when ``offset >= 0``)."""
         return self.offset + self.size
+
+    @property
+    def content_offset(self) -> int:
+        """File offset of the content's first byte (only meaningful when ``offset >= 0``): magic,
+        block length, version, type, header map, content length come before it."""
+        return self.offset + len(MAGIC) + 8 + 4 + 4 + map_encoded_size(self.header) + 8
 
     # -- header accessors --------------------------------------------------------
     def get(self, key: HeaderKey, default: str | None = None) -> str | None:

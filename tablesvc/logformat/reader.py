@@ -19,6 +19,7 @@ from tablesvc.logformat.avro_content import decode_avro_records, decode_to_arrow
 from tablesvc.logformat.blocks import BlockType, CorruptBlock, LogBlock
 from tablesvc.logformat.delete_content import DeleteRecord, decode_delete_records
 from tablesvc.logformat.framing import encode_blocks, iter_blocks
+from tablesvc.logformat.hfile_content import KeyedRecord, decode_hfile_records
 from tablesvc.logformat.parquet_content import decode_parquet
 from timeline.storage import Storage
 
@@ -95,6 +96,12 @@ def block_table(block: LogBlock, path: str = "<bytes>") -> pa.Table:
     return decode_to_arrow(block.content, _schema_of(block, path), _where(block, path))
 
 
+def block_keyed_records(block: LogBlock, path: str = "<bytes>") -> list[KeyedRecord]:
+    """Records of an HFILE_DATA block (the metadata table's), keyed by their HFile cell keys."""
+    _expect(block, path, BlockType.HFILE_DATA)
+    return decode_hfile_records(block.content, _schema_of(block, path), path, block.content_offset)
+
+
 def block_deletes(block: LogBlock, path: str = "<bytes>") -> list[DeleteRecord]:
     """Keys of a DELETE block."""
     _expect(block, path, BlockType.DELETE)
@@ -102,6 +109,6 @@ def block_deletes(block: LogBlock, path: str = "<bytes>") -> list[DeleteRecord]:
 
 
 __all__ = [
-    "LogFileContents", "block_deletes", "block_records", "block_table", "parse_log_bytes", "read_log_file",
+    "LogFileContents", "block_deletes", "block_keyed_records", "block_records", "block_table", "parse_log_bytes", "read_log_file",
     "write_log_file",
 ]

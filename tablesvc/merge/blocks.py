@@ -76,8 +76,11 @@ def _check_corrupt(contents: LogFileContents, ctx: ReadContext, rollback_targets
     return tolerated
 
 
-def select_from_contents(contents: list[LogFileContents], ctx: ReadContext) -> BlockSelection:
-    """Block selection over already framed log files (in reader order)."""
+def select_from_contents(contents: list[LogFileContents], ctx: ReadContext, *,
+                         hfile_blocks: bool = False) -> BlockSelection:
+    """Block selection over already framed log files (in reader order).  ``hfile_blocks``: the
+    metadata table's reader (``tablesvc.metadata``) takes HFILE_DATA blocks; the data reader
+    refuses them."""
     ordered: list[SelectedBlock] = []
     rollback_targets: set[str] = set()
     commands = 0
@@ -88,7 +91,8 @@ def select_from_contents(contents: list[LogFileContents], ctx: ReadContext) -> B
                 if block.is_rollback and ctx.within_as_of(block.instant_time) and block.target_instant_time:
                     rollback_targets.add(block.target_instant_time)
                 continue
-            if block.block_type in (BlockType.HFILE_DATA, BlockType.CDC_DATA):
+            if block.block_type == BlockType.CDC_DATA or (block.block_type == BlockType.HFILE_DATA
+                                                           and not hfile_blocks):
                 raise LogFormatError(f"{c.path}: {block.block_type.name} block at offset {block.offset} "
                                      "is not supported by the merge reader")
             ordered.append(SelectedBlock(c.path, block))

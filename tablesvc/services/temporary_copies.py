@@ -1,12 +1,13 @@
 """Temporary copies that a create killed before its link left behind, swept with the other leftovers.
 
 ``LocalStorage`` writes every new file (and every replacement) under a hidden name,
-``.<name>.<32 hex>.tmp``, in the same folder, then links (renames) it to ``<name>``.  A process
+``.tmp-<32 hex>-<name, dots escaped>`` (``storage.local.temporary_name_for``), in the same folder,
+then links (renames) it to ``<name>``.  A process
 killed in between leaves the copy: in the timeline folder (a transition), in ``.hoodie/`` (v6
 keeps its timeline there; ``hoodie.properties`` is replaced this way), among the heartbeats, and
-in partitions (data files, ``.hoodie_partition_metadata``).  tablesvc never reads them (the
-timeline loader takes names that start with a digit, the file-system view skips ``.tmp``), but
-hudi-rs takes a partial copy of a log file for a log file and fails the whole read.
+in partitions (data files, ``.hoodie_partition_metadata``).  No reader takes today's names for
+data files; copies named the way tablesvc named them before (``.<name>.<32 hex>.tmp``) are read
+by hudi-rs (a log file's, failing the read) and Hudi 0.x (a base file's), and are swept alike.
 
 A copy is deleted when both hold:
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from typing import BinaryIO, Callable
@@ -14,26 +15,36 @@ def _strip_scheme(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
-def _temp_name(name: str) -> str:
-    """The hidden name a new file is written under before it is linked to ``name``."""
-    return f".{name}.{uuid.uuid4().hex}.tmp"
-
-
-def _is_temp_of(candidate: str, name: str) -> bool:
-    prefix = f".{name}."
-    return candidate.startswith(prefix) and candidate.endswith(".tmp") and len(candidate) == len(prefix) + 36
-
-
+# A new file is written under a hidden temporary name, then linked to its own.  The temporary
+# name must not look like a data file to any reader that lists the folder: Hudi 0.x takes every
+# name that *contains* ".parquet" for a base file, and Java's and hudi-rs's log-file patterns are
+# anchored only at the start, so ".<name>.<hex>.tmp" of a log file reads as that log file.  So the
+# final name goes in with its dots escaped ("%2E", and "%" as "%25"): ".tmp-<32 hex>-<escaped>".
+TEMP_PREFIX = ".tmp-"
 _HEX = frozenset("0123456789abcdef")
+_ESCAPED = re.compile(r"%(25|2E)")
+
+
+def temporary_name_for(name: str) -> str:
+    """The hidden name a new file ``name`` is written under before it is linked to ``name``."""
+    return f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name.replace('%', '%25').replace('.', '%2E')}"
 
 
 def temporary_copy_of(candidate: str) -> str | None:
-    """The final name ``candidate`` is a temporary copy of (``_temp_name``), or None when it is no
-    such copy."""
-    if not (candidate.startswith(".") and candidate.endswith(".tmp") and len(candidate) > 39
-            and candidate[-37] == "." and _HEX.issuperset(candidate[-36:-4])):
+    """The final name ``candidate`` is a temporary copy of (``temporary_name_for``), or None when
+    it is no such copy.  Copies named the way tablesvc named them before (``.<name>.<32 hex>.tmp``)
+    are recognised too, so a table an older tablesvc was killed on is still swept."""
+    start = len(TEMP_PREFIX)
+    if candidate.startswith(TEMP_PREFIX):
+        escaped = candidate[start + 33:]
+        if (len(candidate) > start + 33 and candidate[start + 32] == "-" and "." not in escaped
+                and _HEX.issuperset(candidate[start:start + 32])):
+            return _ESCAPED.sub(lambda m: "%" if m[1] == "25" else ".", escaped)
         return None
-    return candidate[1:-37]
+    if (candidate.startswith(".") and candidate.endswith(".tmp") and len(candidate) > 39
+            and candidate[-37] == "." and _HEX.issuperset(candidate[-36:-4])):
+        return candidate[1:-37]
+    return None
 
 
 class LocalStorage:
@@ -56,7 +67,7 @@ class LocalStorage:
     def _write_temp(self, path: str, data: bytes) -> str:
         directory, name = os.path.split(path)
         os.makedirs(directory or ".", exist_ok=True)
-        tmp = os.path.join(directory, _temp_name(name))
+        tmp = os.path.join(directory, temporary_name_for(name))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
@@ -104,7 +115,7 @@ class LocalStorage:
         path = _strip_scheme(path)
         directory, name = os.path.split(path)
         os.makedirs(directory or ".", exist_ok=True)
-        tmp = os.path.join(directory, _temp_name(name))
+        tmp = os.path.join(directory, temporary_name_for(name))
         try:
             with open(tmp, "xb") as f:
                 write(f)
@@ -154,11 +165,9 @@ class LocalStorage:
         folder = _strip_scheme(folder)
         removed = []
         for candidate in self.list_names(folder):
-            # ".<name>.<32 hex>.tmp": a creator killed between writing its temp copy and the link
-            if candidate.startswith(".") and candidate.endswith(".tmp"):
-                name = candidate[1:-37]
-                if name in wanted and _is_temp_of(candidate, name) and self.delete(os.path.join(folder, candidate)):
-                    removed.append(os.path.join(folder, candidate))
+            # a creator killed between writing its temporary copy and the link
+            if temporary_copy_of(candidate) in wanted and self.delete(os.path.join(folder, candidate)):
+                removed.append(os.path.join(folder, candidate))
         return removed
 
     def list_names(self, path: str) -> list[str]:

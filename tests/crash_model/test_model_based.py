@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from invariants import InstantHistory, check_invariants
+from tablesvc.storage.local import temporary_name_for
 from model_state_machine import ModelRun, run_model
 
 # A dead "process"'s heartbeat thread that beats before its run ends meets SystemExit, on purpose
@@ -170,7 +171,7 @@ def test_invariants_report_orphans_and_missing_files(tmp_path):
     partition = Path(run.path) / "city=amsterdam"
     slice_ = next(s for s in table.latest_file_slices() if s.partition == "city=amsterdam" and s.log_files)
     log = Path(slice_.log_files[-1].path)
-    (partition / f".{log.name}.{'a' * 32}.tmp").write_bytes(b"half")       # a create killed before its link
+    (partition / temporary_name_for(log.name)).write_bytes(b"half")       # a create killed before its link
     stray = partition / log.name.replace(log.name.split("_")[1].split(".")[0], "20240101000000000")
     shutil.copy(log, stray)                                                 # a file of an instant never requested
     log.unlink()                                                            # a file the latest slice needs

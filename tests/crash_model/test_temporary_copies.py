@@ -1,9 +1,11 @@
 """Temporary copies left by a create killed before its link (issue #24, item 7).
 
-``LocalStorage`` writes a new file as ``.<name>.<32 hex>.tmp`` and links it to ``<name>``; a
-process killed in between leaves the copy in the timeline folder (``.hoodie/timeline``, or
-``.hoodie/`` on v6), among the heartbeats, or in a partition.  tablesvc's timeline loader and
-file-system view never read them; hudi-rs does read a partial copy of a log file, and fails.  The
+``LocalStorage`` writes a new file as ``.tmp-<32 hex>-<name, dots escaped>`` and links it to
+``<name>``; a process killed in between leaves the copy in the timeline folder
+(``.hoodie/timeline``, or ``.hoodie/`` on v6), among the heartbeats, or in a partition.  No reader
+takes such a name for a data file.  Copies named as tablesvc named them before
+(``.<name>.<32 hex>.tmp``) are another matter: hudi-rs reads a partial copy of a log file, and
+fails, and Hudi 0.x takes a copy of a base file for a base file.  The
 leftover sweep (``clean run``, ``rollback``, the runner's clean jobs) deletes the copies older than
 the heartbeat window, except a data file's copy named with a pending instant (its writer may
 still be streaming it; that instant's rollback removes it).
@@ -26,6 +28,7 @@ from table_builders import tablesvc_rows, tree
 from tablesvc.cli.main import main
 from tablesvc.demo.sample_table import build_sample_table
 from tablesvc.services.rollback import rollback_failed
+from tablesvc.storage.local import temporary_copy_of, temporary_name_for
 from tablesvc.api import Table
 from timeline.clock import ManualClock
 from timeline.heartbeat import HEARTBEAT_DIR
@@ -52,10 +55,12 @@ def timeline_dir(path: Path) -> Path:
     return path / ".hoodie" / "timeline" if (path / ".hoodie" / "timeline").is_dir() else path / ".hoodie"
 
 
-def plant(folder: Path, final_name: str, age_s: float, content: bytes = b"#HUDI#partial") -> Path:
-    """What a create killed between writing its copy and linking it leaves, ``age_s`` old."""
+def plant(folder: Path, final_name: str, age_s: float, content: bytes = b"#HUDI#partial",
+          legacy: bool = False) -> Path:
+    """What a create killed between writing its copy and linking it leaves, ``age_s`` old;
+    ``legacy``: named as tablesvc named its copies before (``.<name>.<32 hex>.tmp``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    copy = folder / f".{final_name}.{uuid.uuid4().hex}.tmp"
+    copy = folder / (f".{final_name}.{uuid.uuid4().hex}.tmp" if legacy else temporary_name_for(final_name))
     copy.write_bytes(content)
     then = time.time() - age_s
     os.utime(copy, (then, then))
@@ -76,7 +81,8 @@ def plant_everywhere(path: Path, running: bool = True) -> tuple[list[Path], list
         plant(timeline_dir(path), "20991231000000000.compaction.requested", OLD_S),   # a plan never created
         plant(path / ".hoodie", "hoodie.properties", OLD_S, b"hoodie.table.name=x"),
         plant(path / HEARTBEAT_DIR, latest.timestamp, OLD_S, b"1"),
-        plant(part, log, OLD_S),                                                  # hudi-rs reads this one
+        plant(part, log, OLD_S),
+        plant(part, log, OLD_S, legacy=True),                                     # hudi-rs reads this one
         plant(part, base, OLD_S, b"PAR1partial"),
         plant(part, ".hoodie_partition_metadata", OLD_S, b"#partition metadata"),
     ]
@@ -97,13 +103,22 @@ def test_the_timeline_and_the_view_never_read_temporary_copies(tables, tmp_path,
     table = Table.open(str(path))
     instants, rows = table.timeline().instants, our_rows(path)
     slices = [(s.partition, s.file_id, s.base_instant, s.file_names) for s in table.latest_file_slices()]
-    plant_everywhere(path)
+    theirs = sorted_rows(path, ("uuid", "ts", "fare"))
+    old, _ = plant_everywhere(path)
+    legacy = [p for p in old if p.name.endswith(".tmp")]
+    for p in legacy:
+        p.unlink()
     table = Table.open(str(path))
     assert [i for i in table.timeline().instants if i.action is not Action.DELTA_COMMIT or i.is_completed] \
         == list(instants)
     assert [(s.partition, s.file_id, s.base_instant, s.file_names) for s in table.latest_file_slices()] == slices
     assert our_rows(path) == rows
-    # hudi-rs takes the partial copy of a log file for a log file: the reason to sweep them
+    # today's names look like no data file to hudi-rs (nor to Hudi 0.x, which takes any name
+    # containing ".parquet" for a base file)
+    assert sorted_rows(path, ("uuid", "ts", "fare")) == theirs
+    # a copy named the old way: hudi-rs takes it for a log file, the reason to sweep such copies
+    plant(legacy[0].parent, legacy[0].name[1:-37], OLD_S, legacy=True)
+    assert our_rows(path) == rows
     with pytest.raises(Exception, match=r"\.tmp"):
         sorted_rows(path, ("uuid", "ts", "fare"))
 
@@ -170,7 +185,7 @@ def test_a_completion_killed_before_its_link_is_recovered_and_its_copy_swept(tab
                           capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr
     instant = proc.stdout.strip()
-    copies = [n for n in os.listdir(timeline_dir(path)) if n.startswith(f".{instant}") and n.endswith(".tmp")]
+    copies = [n for n in os.listdir(timeline_dir(path)) if (temporary_copy_of(n) or "").startswith(instant)]
     assert len(copies) == 1, os.listdir(timeline_dir(path))
     table = Table.open(str(path))
     assert table.timeline().get(instant).is_pending          # the copy is not read as a completion

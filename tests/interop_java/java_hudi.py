@@ -42,6 +42,7 @@ JVM's class path), or ``{"ready": false, "message": ...}``.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import queue
@@ -478,6 +479,64 @@ class _Driver:
         self._register(req["table"], req["path"])
         return self._call(req, f"CALL rollback_to_instant(table => '{req['table']}', instant_time => '{req['instant']}')")
 
+    # -- HFiles through hudi-io's own reader and writer (org.apache.hudi.io.hfile) ----------------
+    def hfile_read(self, req: dict) -> dict:
+        """Every cell of the HFile at ``path`` (a full scan), the values of ``lookups`` by key
+        (null when absent) and the file info entries ``info`` asked for, as Java reads them."""
+        jvm = self.spark.sparkContext._jvm
+        data = Path(req["path"]).read_bytes()
+        stream = jvm.org.apache.hudi.io.ByteArraySeekableDataInputStream(
+            jvm.org.apache.hudi.io.ByteBufferBackedInputStream(data))
+        reader = jvm.org.apache.hudi.io.hfile.HFileReaderImpl(stream, len(data))
+        try:
+            reader.initializeMetadata()
+            cells = []
+            if reader.seekTo():
+                while True:
+                    kv = reader.getKeyValue().get()
+                    raw = bytes(kv.getBytes())
+                    cells.append([kv.getKey().getContentInString(),
+                                  base64.b64encode(raw[kv.getValueOffset():kv.getValueOffset() + kv.getValueLength()]).decode()])
+                    if not reader.next():
+                        break
+            found = {}
+            # seekTo(key) only moves forward from the cursor (as Hudi's readers use it): back to
+            # the first cell, then the keys in ascending order
+            reader.seekTo()
+            for key in sorted(req.get("lookups", []), key=lambda k: k.encode("utf-8")):
+                hit = reader.seekTo(jvm.org.apache.hudi.io.hfile.UTF8StringKey(key)) == 0
+                if hit:
+                    kv = reader.getKeyValue().get()
+                    raw = bytes(kv.getBytes())
+                    found[key] = base64.b64encode(raw[kv.getValueOffset():kv.getValueOffset() + kv.getValueLength()]).decode()
+                else:
+                    found[key] = None
+            info = {}
+            for name in req.get("info", []):
+                value = reader.getMetaInfo(jvm.org.apache.hudi.io.hfile.UTF8StringKey(name))
+                info[name] = base64.b64encode(bytes(value.get())).decode() if value.isPresent() else None
+            return {"entries": int(reader.getNumKeyValueEntries()), "cells": cells, "lookups": found, "info": info}
+        finally:
+            reader.close()
+
+    def hfile_write(self, req: dict) -> dict:
+        """Java's ``HFileWriterImpl`` writes ``cells`` ([key, base64 value], in order) and
+        ``file_info`` to ``path`` with the given block size, codec name and creation time."""
+        jvm = self.spark.sparkContext._jvm
+        hfile = jvm.org.apache.hudi.io.hfile
+        context = (hfile.HFileContext.builder().blockSize(int(req["block_size"]))
+                   .compressionCodec(jvm.org.apache.hudi.io.compress.CompressionCodec.findCodecByName(req["codec"]))
+                   .fileCreationTime(int(req["creation_time_ms"])).build())
+        out = jvm.java.io.ByteArrayOutputStream()
+        writer = hfile.HFileWriterImpl(context, out)
+        for name, value in req.get("file_info", []):
+            writer.appendFileInfo(name, base64.b64decode(value))
+        for key, value in req["cells"]:
+            writer.append(key, base64.b64decode(value))
+        writer.close()
+        Path(req["path"]).write_bytes(bytes(out.toByteArray()))
+        return {}
+
 
 def driver_main(argv: list[str] | None = None) -> int:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -507,7 +566,8 @@ def driver_main(argv: list[str] | None = None) -> int:
 
     driver = _Driver(spark)
     handlers = {"write": driver.write, "read": driver.read, "compaction": driver.compaction,
-                "clean": driver.clean, "rollback": driver.rollback, "scan": driver.scan, "checksum": driver.checksum}
+                "clean": driver.clean, "rollback": driver.rollback, "scan": driver.scan, "checksum": driver.checksum,
+                "hfile_read": driver.hfile_read, "hfile_write": driver.hfile_write}
     for line in sys.stdin:
         if not line.strip():
             continue

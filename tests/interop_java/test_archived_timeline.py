@@ -33,7 +33,9 @@ from timeline_files import completed, instant_files, pending_times
 from tablesvc.api import Table
 from tablesvc.services.compaction.planner import schedule_compaction
 from tablesvc.services.result import Status
+from tablesvc.storage import storage_for
 from timeline.errors import TimeTravelError
+from timeline.history import ArchivedCompletionTimes, forget_history
 
 pytestmark = pytest.mark.interop_java
 
@@ -78,10 +80,23 @@ def test_java_archives_tablesvc_services(version, java_hudi_setup, start_java_hu
     findings: list[str] = []
     ts = iter(range(1000, 1_000_000, 1000))     # a new event-time base per write: later events win
 
+    # v8/v9: instant -> completion time, from the active timeline's file names before Java archives
+    # the instant (an instant completes in one step and is archived at the earliest in a later one)
+    seen: dict[str, str] = {}
+
+    def record() -> None:
+        if not (Path(table.path) / ".hoodie").is_dir():    # before the first write
+            return
+        for f in completed(table.path):
+            if f.completed:
+                assert seen.setdefault(f.requested, f.completed) == f.completed, f
+
     def java_write(operation: str, batch: list[tuple], services: dict) -> None:
         request = JavaHudi.write_request(table, operation, rows=batch)
         request["options"].update(services)
+        record()
         java.step(request)
+        record()
         model.apply(operation, batch)
 
     def upserts(count: int, services: dict, tag: str) -> None:
@@ -166,4 +181,13 @@ def test_java_archives_tablesvc_services(version, java_hudi_setup, start_java_hu
     readers.check("Java archived tablesvc's instants", model.rows())
     assert pending_times(table.path) == set()
     findings.append(f"after Java's second archival the active timeline starts at {min(gone)}")
+    if version >= 8:
+        # tablesvc's completion times of the archived instants (the LSM history) are Java's own
+        archived = sorted(t for t in seen if t not in gone)
+        assert log_compacted in archived and compacted in archived and pending in archived
+        forget_history(table.path)
+        got = ArchivedCompletionTimes(storage_for(table.path), table.path).completion_times(archived)
+        assert got == {t: seen[t] for t in archived}, \
+            f"history completion times differ: {sorted(set(got.items()) ^ {(t, seen[t]) for t in archived})}"
+        findings.append(f"the LSM history gives the recorded completion time of all {len(archived)} archived instants")
     print("\n".join(findings + readers.checked))

@@ -27,9 +27,10 @@ OWN_FLOOR_MODULES: tuple[str, ...] = ()
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("timeline",),
     ("tablesvc", "tablesvc.errors"),                      # tablesvc/__init__ (__version__), the errors
-    ("tablesvc.storage", "tablesvc.config"),
+    ("tablesvc.storage", "tablesvc.config", "tablesvc.hfile"),      # tablesvc.hfile: bytes in, cells out
     ("tablesvc.table", "tablesvc.fsview", "tablesvc.logformat"),   # tablesvc.table: the table format
     ("tablesvc.merge",),
+    ("tablesvc.metadata",),                               # the metadata table's files partition (reading)
     ("tablesvc.write",),
     ("tablesvc.spark",),
     ("tablesvc.services",),

@@ -16,9 +16,9 @@ from fixture_tables import TABLES_DIR, copy_table
 from table_builders import busy_table
 
 from tablesvc.api import Table
-from tablesvc.errors import ConflictError
+from tablesvc.errors import ConflictError, HiddenWriteError
 from tablesvc.services.compaction import run_compaction, schedule_compaction
-from tablesvc.services.compaction.requirements import NoWriteIntoPlannedSlice, commit_requirements
+from tablesvc.services.compaction.requirements import NoWriteIntoPlannedSlice, PlannedSlice, commit_requirements
 from tablesvc.services.lifecycle import (
     CLEAN_LIFECYCLE, COMPACTION_LIFECYCLE, LOG_COMPACTION_LIFECYCLE, ROLLBACK_LIFECYCLE, WRITE_LIFECYCLE,
     CommitRequirement, HeartbeatFrom, InstantLifecycle, LeaseHeld, Markers, OnFailure, StillInflight,
@@ -32,6 +32,7 @@ from timeline.lease import LeaseFence, LeaseLostError, LeaseStore
 from timeline.lock import LOCK_FILE
 from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
 from timeline.storage import join
+from tablesvc.logformat import delete_block, encode_blocks
 
 V6_TABLE = "v6_trips_8i1u"                  # one file group with a log: a compaction plan of one slice
 
@@ -74,9 +75,10 @@ def test_a_v6_compaction_lists_its_commit_requirements_as_values(tmp_path):
     assert (lease.job, lease.token) == (f"compaction-{c}", 1)
     assert lease.describe() == f"the lease of job compaction-{c} with token 1 is still the job's newest"
     assert still == StillInflight(c, Action.COMPACTION, "compaction")
-    assert v6 == NoWriteIntoPlannedSlice(c, ((op.partition_path, op.file_id, op.base_instant_time),))
-    assert v6.message == (f"no delta commit completed after {c} wrote a log into one of its 1 planned slices "
-                          "(the compacted base file would hide it)")
+    assert v6 == NoWriteIntoPlannedSlice(c, (PlannedSlice(op.partition_path, op.file_id, op.base_instant_time,
+                                                          frozenset(n.rsplit("/", 1)[-1] for n in op.delta_file_paths)),))
+    assert v6.message == (f"no log file outside the plan of {c}, of a committed write or of a pending write later "
+                          "than it, lies in one of its 1 planned slices (the compacted base file would hide it)")
     # values: frozen, comparable, hashable; a fence is compared by its job and token only
     with pytest.raises(dataclasses.FrozenInstanceError):
         v6.instant = "0"  # type: ignore[misc]
@@ -108,7 +110,8 @@ def test_a_v6_log_compaction_names_the_slices_it_compacted():
     tasks = [Task(lc, "p", "fg-0", base, logs), Task(lc, "p", "fg-1", base, (f".fg-1_{base}.log.1_0-1-1",))]
     stats = {"p": [WriteStat(file_id="fg-0", path=f"p/.fg-0_{base}.log.4_0-3-3", partition_path="p", log_version=4)]}
     requirements = log_compaction_requirements(V6, lc, tasks, stats)
-    assert [r.name for r in requirements] == ["still-inflight", "no-log-between-planned-and-compacted"]
+    assert [r.name for r in requirements] == ["still-inflight", "no-log-between-planned-and-compacted",
+                                              "v6-no-write-in-progress"]
     (compacted,) = requirements[1].slices          # fg-1 has no compacted log: nothing to guard
     assert (compacted.file_id, compacted.planned_max_version, compacted.compacted_version) == ("fg-0", 2, 4)
     assert isinstance(requirements[1], NoLogBetweenPlannedAndCompacted)
@@ -122,7 +125,10 @@ def _conflicting_write(table: Table, plan) -> tuple[str, str]:
     stat = WriteStat(file_id=op.file_id, path=log, prev_commit=op.base_instant_time,
                      partition_path=op.partition_path, log_version=9, num_writes=1)
     writer = table.timeline_writer
-    inflight = writer.start(writer.request(Action.DELTA_COMMIT))
+    requested = writer.request(Action.DELTA_COMMIT)
+    block = delete_block(requested.timestamp, None, [("k-late", op.partition_path)])
+    table.storage.write_new(join(table.base_path, log), encode_blocks([block]))
+    inflight = writer.start(requested)
     metadata = CommitMetadata(partition_to_write_stats={op.partition_path: (stat,)}, operation_type="UPSERT")
     writer.complete(inflight, encode_commit_metadata(metadata, table.config.layout))
     return inflight.timestamp, log
@@ -145,12 +151,12 @@ def test_a_write_into_a_planned_slice_refuses_the_commit_and_leaves_the_compacti
         return stats
 
     monkeypatch.setattr(executor, "run_file_group_tasks", run_then_a_write_lands)
-    with pytest.raises(ConflictError) as refused:
+    with pytest.raises(HiddenWriteError) as refused:
         run_compaction(table, c, in_process=True)
 
-    base = plan.operations[0].base_instant_time
-    assert str(refused.value) == (f"compaction {c}: write {landed['write']} added {landed['log']} to the slice "
-                                  f"{base} being compacted; roll back one of them")
+    name = landed["log"].rsplit("/", 1)[-1]
+    assert str(refused.value).startswith(f"compaction {c}: the committed write {landed['write']} put {name} into "
+                                         f"file group {plan.operations[0].file_id}")
     assert table.timeline().get(c).state is State.INFLIGHT
     assert not os.path.exists(heartbeat_path(table.base_path, c))
     assert os.path.isdir(join(table.base_path, ".hoodie", ".temp", c))      # markers: the rollback's guide

@@ -5,11 +5,16 @@ lifecycle").
 * ``rules.py``: what the actions differ by (heartbeat, racing start, completed elsewhere,
   abort or leave inflight), one ``LifecycleRules`` value per action;
 * ``requirements.py``: what must still hold at a transition, as frozen values with a name;
+* ``pending_writes.py``: the writes in progress as a v6 service counts them (a Hudi 0.x writer
+  beats its heartbeat before it requests its instant), and the requirement that none is;
 * ``instant_lifecycle.py``: the lifecycle itself, and the one place where an instant commits
   (where the metadata table will be written too).
 """
 
 from tablesvc.services.lifecycle.instant_lifecycle import InstantLifecycle, StartedInstant
+from tablesvc.services.lifecycle.pending_writes import (
+    WRITE_ACTIONS, NoWriteInProgress, WriteInProgress, writes_in_progress,
+)
 from tablesvc.services.lifecycle.requirements import (
     CommitRequirement, Fence, LeaseHeld, StillInflight, StillRequested, check_all, family_state, lease_requirements,
 )
@@ -20,7 +25,8 @@ from tablesvc.services.lifecycle.rules import (
 
 __all__ = [
     "CLEAN_LIFECYCLE", "COMPACTION_LIFECYCLE", "CommitRequirement", "CompletedElsewhere", "Fence", "HeartbeatFrom",
-    "InstantLifecycle", "LOG_COMPACTION_LIFECYCLE", "LeaseHeld", "LifecycleRules", "Markers", "OnFailure",
-    "ROLLBACK_LIFECYCLE", "RacingStart", "Start", "StartedInstant", "StillInflight", "StillRequested",
-    "WRITE_LIFECYCLE", "check_all", "family_state", "lease_requirements",
+    "InstantLifecycle", "LOG_COMPACTION_LIFECYCLE", "LeaseHeld", "LifecycleRules", "Markers", "NoWriteInProgress",
+    "OnFailure", "ROLLBACK_LIFECYCLE", "RacingStart", "Start", "StartedInstant", "StillInflight", "StillRequested",
+    "WRITE_ACTIONS", "WRITE_LIFECYCLE", "WriteInProgress", "check_all", "family_state", "lease_requirements",
+    "writes_in_progress",
 ]

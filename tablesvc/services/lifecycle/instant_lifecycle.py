@@ -100,10 +100,13 @@ class InstantLifecycle:
         self._heartbeat = beating[0]
         return requested
 
-    def request_built(self, build: Callable[[Timeline], bytes | None], timestamp: str | None = None) -> Instant | None:
+    def request_built(self, build: Callable[[Timeline], bytes | None], timestamp: str | None = None, *,
+                      ahead_ms: int = 0) -> Instant | None:
         """A plan: its payload built by ``build(timeline)`` in the same lock hold as the create
-        (None creates nothing); executed later by another run."""
-        return self.table.timeline_writer.request_built(self.rules.action, build, timestamp=timestamp)
+        (None creates nothing); executed later by another run.  ``ahead_ms``: its generated time is
+        that far ahead of the clock at least (a v6 compaction's)."""
+        return self.table.timeline_writer.request_built(self.rules.action, build, timestamp=timestamp,
+                                                        ahead_ms=ahead_ms)
 
     # -- start --------------------------------------------------------------------------------
     @contextmanager

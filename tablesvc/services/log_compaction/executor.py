@@ -37,8 +37,10 @@ from tablesvc.logformat import (
 )
 from tablesvc.merge import ReadContext, fold_log, log_inputs, select_blocks
 from tablesvc.merge.schema import work_schema
-from tablesvc.services.lifecycle import LOG_COMPACTION_LIFECYCLE, InstantLifecycle, lease_requirements
-from tablesvc.services.log_compaction.requirements import commit_requirements, slice_log_names
+from tablesvc.services.lifecycle import (
+    LOG_COMPACTION_LIFECYCLE, InstantLifecycle, NoWriteInProgress, check_all, lease_requirements,
+)
+from tablesvc.services.log_compaction.requirements import commit_requirements, slice_log_names, start_requirements
 from tablesvc.services.plan_execution import (
     Fence, all_stats, heartbeat_settings, pending_plan, plans_on_timeline, plural, refuse_if_alive,
     refuse_shared_file_groups, run_plans, total,
@@ -174,21 +176,55 @@ def _tasks(table, plan: CompactionPlan, instant: str, schema_json: str,
     return tasks
 
 
+def _stale_v6_plan(table, plan: CompactionPlan) -> str | None:
+    """v6: the first log file written into a planned slice after the plan (a version above the
+    planned ones that the plan does not list), or None.  Such a plan can only be refused at its
+    commit (``NoLogBetweenPlannedAndCompacted``: the compacted log would sort after the newer one),
+    so it is dropped and planned afresh instead of run; it happens when a plan waited, requested,
+    while a Hudi 0.x writer kept writing (``v6-no-write-in-progress``)."""
+    for op in plan.operations or ():
+        base = op.base_instant_time or ""
+        planned = {n.rsplit("/", 1)[-1] for n in op.delta_file_paths or ()}
+        planned_max = max((LogFileName.parse(n).version for n in planned if LogFileName.parse(n).instant == base),
+                          default=0)
+        for ln in slice_log_names(table, op.partition_path or "", op.file_id, base):
+            if ln.version > planned_max and ln.name not in planned:
+                return ln.name
+    return None
+
+
 def _recover_inflight(table, instant: Instant, config: Any, fence: Fence | None) -> str:
-    """Roll back a dead attempt, drop its plan and schedule a fresh one; returns the new instant or ''."""
-    refuse_if_alive(table, instant, "log compaction", config)
+    """Roll back a dead attempt (or, for a stale requested v6 plan, nothing), drop its plan and
+    schedule a fresh one; returns the new instant or ''."""
+    if instant.state is not State.REQUESTED:
+        refuse_if_alive(table, instant, "log compaction", config)
     if fence is not None:
         fence()  # the rollback below deletes files: only the job's owner may do that
     from tablesvc.services.rollback import rollback
 
-    rollback(table, instant.timestamp, config=config) if config is not None else rollback(table, instant.timestamp)
+    # v6: a Hudi 0.x write in progress may have loaded the timeline with this plan on it and read
+    # the plan file later (its file-system view does): dropping it then fails that write with
+    # "Could not read commit details ... logcompaction.requested" (seen in scenario 3).  So the
+    # plan is rolled back and dropped only while no write is in progress; else retry later.
+    quiet = ((NoWriteInProgress(instant.timestamp, "log compaction", _window_ms(config)),)
+             if table.config.version < 8 else ())
+    with table.timeline_writer.lock():
+        check_all(quiet, table)
+    if instant.state is not State.REQUESTED:
+        rollback(table, instant.timestamp, config=config) if config is not None else rollback(table, instant.timestamp)
     writer = table.timeline_writer
     with writer.lock():
+        check_all(quiet, table)
         now = table.timeline().get(instant.timestamp)
         if now is not None and now.state is State.REQUESTED and now.action is Action.LOG_COMPACTION:
             writer.remove_pending(now)  # the plan is mutable (Hudi): drop it, plan afresh
     scheduled = schedule_log_compaction(table, config, force=True)
     return scheduled.instant if scheduled.status is Status.SCHEDULED else ""
+
+
+def _window_ms(config: Any) -> int:
+    interval, misses = heartbeat_settings(config)
+    return interval * misses
 
 
 def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) -> ServiceResult:
@@ -198,22 +234,28 @@ def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) ->
     current = pending_plan(table, instant_ts, Action.LOG_COMPACTION, ACTION, "log compaction")
     if isinstance(current, ServiceResult):
         return current
-    recovered_from = None
+    recovered_from = replaced = None     # the plan a fresh one replaces, and why
     if current.state is State.INFLIGHT:
+        replaced = f"the failed attempt {instant_ts} was rolled back and its plan dropped"
+    elif table.config.version < 8 and _stale_v6_plan(
+            table, table.timeline().plan_of(table.storage, current)) is not None:
+        replaced = f"the log compaction plan {instant_ts} went stale (a write added logs to its slices) and was dropped"
+    if replaced:
+        recovered_from = instant_ts      # the metrics name the instant a fresh plan replaced
         fresh = _recover_inflight(table, current, config, fence)
-        recovered_from = instant_ts
         if not fresh:
             return ServiceResult(ACTION, Status.NOTHING_TO_DO, None,
-                                 f"the failed log compaction {instant_ts} was rolled back and its plan dropped; "
-                                 "nothing is eligible for a fresh plan")
+                                 f"{replaced}; nothing is eligible for a fresh plan")
         instant_ts = fresh
     timeline = table.timeline()
     plan: CompactionPlan = timeline.plan_of(table.storage, timeline.require(instant_ts))
     refuse_shared_file_groups(table, timeline, instant_ts, plan, "log compaction")
     # On failure L stays inflight without a heartbeat: the next run rolls it back and reschedules.
     lease = lease_requirements(fence)
-    life = InstantLifecycle(table, LOG_COMPACTION_LIFECYCLE, heartbeat_interval_ms=heartbeat_settings(config)[0])
-    with life.start(Instant(instant_ts, Action.LOG_COMPACTION, State.REQUESTED), lease):
+    interval, misses = heartbeat_settings(config)
+    life = InstantLifecycle(table, LOG_COMPACTION_LIFECYCLE, heartbeat_interval_ms=interval)
+    with life.start(Instant(instant_ts, Action.LOG_COMPACTION, State.REQUESTED),
+                    start_requirements(table, instant_ts, interval * misses, fence)):
         timeline = table.timeline()
         ctx = ReadContext.for_table(table, timeline, as_of=instant_ts)
         schema_json = ctx.table_schema_json or table.schema(timeline)
@@ -227,7 +269,8 @@ def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) ->
         metadata = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()}, compacted=False,
                                   extra_metadata={"schema": latest_schema}, operation_type=OPERATION_TYPE)
         done = life.commit(encode_commit_metadata(metadata, table.config.layout),
-                           commit_requirements(table, instant_ts, tasks, stats, fence))
+                           commit_requirements(table, instant_ts, tasks, stats, fence,
+                                               heartbeat_window_ms=interval * misses))
     written = all_stats(stats)
     metrics = LogCompactionMetrics(
         file_groups=len(written), log_files=total(written, "total_log_files_compacted"),
@@ -236,8 +279,8 @@ def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) ->
         bytes_written=total(written, "file_size_in_bytes"), seconds=round(time.monotonic() - started, 3),
         completion_time=done.completion_time or None, rolled_back=recovered_from or None)
     reason = f"{plural(len(written), 'file group')} log-compacted into one block each"
-    if recovered_from:
-        reason += f" (the failed attempt {recovered_from} was rolled back and a fresh plan scheduled)"
+    if replaced:
+        reason += f" ({replaced}, and a fresh plan scheduled)"
     return ServiceResult(ACTION, Status.DONE, instant_ts, reason, metrics)
 
 

@@ -60,7 +60,7 @@ def build_log_compaction_plan(table, timeline: Timeline, config: Any = None, *,
                               force: bool = False
                               ) -> tuple[CompactionPlan | None, str, LogCompactionPlanMetrics | None]:
     """The plan for the table as ``timeline`` shows it and its metrics, or (None, why not, None)."""
-    writes = pending_writes(timeline)
+    writes = pending_writes(table, timeline, config)
     if writes:
         return None, (f"write {writes[0]} is pending; its log blocks could not be ordered after the compacted "
                       "block, so nothing is scheduled until it completes or is rolled back"), None

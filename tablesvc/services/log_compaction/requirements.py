@@ -1,8 +1,11 @@
 """What a log compaction's commit requires, as values (``services/lifecycle/requirements.py``).
 
 In order: the lease (a runner's worker only), the plan still inflight, and on table version 6
-no log of another write between the planned logs and the compacted one.  v8/v9 need no third:
-their log files are named after their own instant, and the reader orders blocks by completion.
+no log of another write between the planned logs and the compacted one, and no write in progress
+(``lifecycle/pending_writes.py``: Hudi 0.15's conflict check fails a 0.x write beside which a log
+compaction completed, docs/interop.md, "Table version 6").  v8/v9 need neither: their log files
+are named after their own instant, the reader orders blocks by completion, and Hudi 1.x reads a
+log compaction's operation type.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 from tablesvc.errors import ConflictError
 from tablesvc.fsview.names import LogFileName
 from tablesvc.services.lifecycle import (
-    LOG_COMPACTION_LIFECYCLE, CommitRequirement, Fence, StillInflight, lease_requirements,
+    LOG_COMPACTION_LIFECYCLE, CommitRequirement, Fence, NoWriteInProgress, StillInflight, lease_requirements,
 )
 from timeline.active import Timeline
 from timeline.instant import Action
@@ -90,12 +93,27 @@ class NoLogBetweenPlannedAndCompacted(CommitRequirement):
                                     "a fresh plan scheduled)")
 
 
+def start_requirements(table: Any, instant: str, heartbeat_window_ms: int,
+                       fence: Fence | None = None) -> tuple[CommitRequirement, ...]:
+    """What the start of log compaction ``instant`` checks under the lock (``StillRequested`` is
+    the lifecycle's): the lease, and on v6 no write in progress, so that no work is done that its
+    commit would refuse (the plan stays requested for the runner's next poll)."""
+    v6 = ((NoWriteInProgress(instant, LOG_COMPACTION_LIFECYCLE.label, heartbeat_window_ms),)
+          if table.config.version < 8 else ())
+    return (*lease_requirements(fence), *v6)
+
+
 def commit_requirements(table: Any, instant: str, tasks: Sequence[Any], stats: Mapping[str, Sequence[WriteStat]],
-                        fence: Fence | None = None) -> tuple[CommitRequirement, ...]:
-    """The requirements the commit of log compaction ``instant`` checks under the lock, in order."""
+                        fence: Fence | None = None, *, heartbeat_window_ms: int = 120_000
+                        ) -> tuple[CommitRequirement, ...]:
+    """The requirements the commit of log compaction ``instant`` checks under the lock, in order.
+    ``heartbeat_window_ms``: how young a heartbeat shows a write in progress (interval x misses)."""
     still = StillInflight(instant, Action.LOG_COMPACTION, LOG_COMPACTION_LIFECYCLE.label)
-    v6 = (NoLogBetweenPlannedAndCompacted.of(instant, tasks, stats),) if table.config.version < 8 else ()
+    v6 = ((NoLogBetweenPlannedAndCompacted.of(instant, tasks, stats),
+           NoWriteInProgress(instant, LOG_COMPACTION_LIFECYCLE.label, heartbeat_window_ms))
+          if table.config.version < 8 else ())
     return (*lease_requirements(fence), still, *v6)
 
 
-__all__ = ["CompactedSlice", "NoLogBetweenPlannedAndCompacted", "commit_requirements", "slice_log_names"]
+__all__ = ["CompactedSlice", "NoLogBetweenPlannedAndCompacted", "commit_requirements", "slice_log_names",
+           "start_requirements"]

@@ -488,7 +488,7 @@ def remove_leftovers(table, interval_ms: int = 60_000, misses: int = 2, *,
     instant is not on the timeline yet may belong to a write being requested right now: it
     goes only once it has expired (``interval_ms`` × ``misses``), which a live writer's never
     does.  Pending instants keep theirs, alive or not (rolling those back is the sweep's job).
-    Temporary copies that creates killed before their link left (``.<name>.<hex>.tmp``) go once
+    Temporary copies that creates killed before their link left (``storage.local.temporary_name_for``) go once
     older than the same window (``temporary_copies.sweep_temporary_copies``), unless
     ``temporary_copies`` is False (the inline clean's fast path: that sweep lists every
     partition folder, which the fast path exists to avoid after each write).
