@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from invariants import InstantHistory, check_invariants
-from tablesvc.storage.local import temporary_name_for
+from tablesvc.storage.local import temporary_copy_of, temporary_name_for
 from model_state_machine import ModelRun, run_model
 
 # A dead "process"'s heartbeat thread that beats before its run ends meets SystemExit, on purpose
@@ -276,7 +276,7 @@ def test_a_write_killed_while_creating_a_partition_s_metadata_leaves_nothing_aft
     dying = CrashingStorage(LocalStorage(), crash_at=point, torn=True)
     with pytest.raises(SimulatedCrash):
         _table_write(Table.open(run.path, storage=dying, clock=run.clock), rows)
-    assert any(n.startswith("..hoodie_partition_metadata.") for n in os.listdir(Path(run.path) / "city=berlin"))
+    assert any(temporary_copy_of(n) == ".hoodie_partition_metadata" for n in os.listdir(Path(run.path) / "city=berlin"))
     run.clock.advance(DAY_MS)
     rollback_failed(Table.open(run.path, clock=run.clock), config=run.config)
     assert check_invariants(run.path, {}, history=InstantHistory()) == []
