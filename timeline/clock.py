@@ -16,6 +16,9 @@ class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
+    def sleep_ms(self, ms: int) -> None:
+        time.sleep(ms / 1000)
+
 
 class ManualClock:
     """A clock tests move by hand."""
@@ -35,3 +38,15 @@ class ManualClock:
     def set(self, now_ms: int) -> None:
         with self._lock:
             self._now = now_ms
+
+    def sleep_ms(self, ms: int) -> None:
+        """Waiting on a hand-moved clock moves it: nothing else would."""
+        self.advance(ms)
+
+
+def wait_past(clock: Clock, epoch_ms: int) -> None:
+    """Return once ``clock`` reads later than ``epoch_ms`` (a clock without ``sleep_ms`` is
+    waited on with the process's own sleep)."""
+    sleep = getattr(clock, "sleep_ms", None) or (lambda ms: time.sleep(ms / 1000))
+    while (left := epoch_ms - clock.now_ms()) >= 0:
+        sleep(left + 1)

@@ -34,6 +34,7 @@ from tablesvc.spark.file_group_tasks import StatsByPartition
 from tablesvc.storage import discard_partial_copies
 from tablesvc.write.markers import delete_markers, list_markers, rel_path
 from timeline.active import Timeline
+from timeline.clock import wait_past
 from timeline.heartbeat import is_expired, last_beat_ms
 from timeline.instant import Action, Instant
 from timeline.instant_time import parse_instant
@@ -65,12 +66,18 @@ def schedule_plan(table, action: Action, service: str,
     metrics: PlanMetrics = outcome["metrics"]
     reason = f"{plural(metrics.file_groups, 'file group')} {planned}"
     if ahead_ms:
-        late_ms = table.clock.now_ms() - parse_instant(requested.timestamp, table.instant_times.timezone)
+        planned_ms = parse_instant(requested.timestamp, table.instant_times.timezone)
+        late_ms = table.clock.now_ms() - planned_ms
         if late_ms >= 0:
             # Not expected (the lead is many times a file write); the commit's checks still refuse
             # to hide a log another write put into a planned slice meanwhile.
             reason += (f"; its requested file appeared {late_ms} ms after the clock passed its time, later "
                        f"than the {ahead_ms} ms lead allowed")
+        # A caller that writes right after scheduling (a script, the inline pass, a test's next
+        # step) must take a time later than the plan's: Hudi 0.x refuses a write earlier than a
+        # pending compaction at its start.  So scheduling returns once the clock has passed it
+        # (outside the lock: concurrent writers are not held up).
+        wait_past(table.clock, planned_ms)
     return ServiceResult(service, Status.SCHEDULED, requested.timestamp, reason, metrics)
 
 
