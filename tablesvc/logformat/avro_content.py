@@ -160,18 +160,22 @@ def _fastavro_decode(content: bytes, spans: RecordSpans, schema: Any, source: st
     records = []
     view = memoryview(content)
     for index, (start, end) in enumerate(zip(spans.starts.tolist(), spans.ends.tolist())):
-        raw = view[start:end]
-        buf = io.BytesIO(raw)
-        try:
-            record = fastavro.schemaless_reader(buf, schema, None)
-        except (EOFError, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError, OverflowError) as exc:
-            # OverflowError: fastavro's C reader given an int past 32 bits or a varint past 64.
-            raise LogFormatError(f"{_where(source)}record {index} does not decode with the block schema: {exc}") from exc
-        if buf.tell() != len(raw):
-            # A shorter read means the header schema is not the one the writer used.
-            raise LogFormatError(f"{_where(source)}record {index} decoded from {buf.tell()} of its {len(raw)} bytes")
-        records.append(record)
+        records.append(decode_one_record(view[start:end], schema, f"{_where(source)}record {index}"))
     return records
+
+
+def decode_one_record(raw, schema: Any, where: str) -> dict[str, Any]:
+    """One schemaless Avro record that must take exactly ``raw``; ``LogFormatError`` names ``where``."""
+    buf = io.BytesIO(raw)
+    try:
+        record = fastavro.schemaless_reader(buf, schema, None)
+    except (EOFError, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError, OverflowError) as exc:
+        # OverflowError: fastavro's C reader given an int past 32 bits or a varint past 64.
+        raise LogFormatError(f"{where} does not decode with the block schema: {exc}") from exc
+    if buf.tell() != len(raw):
+        # A shorter read means the header schema is not the one the writer used.
+        raise LogFormatError(f"{where} decoded from {buf.tell()} of its {len(raw)} bytes")
+    return record
 
 
 def _has_map(schema: Any) -> bool:

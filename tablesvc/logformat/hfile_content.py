@@ -31,7 +31,7 @@ from tablesvc.errors import LogFormatError
 from tablesvc.hfile import HFileReader
 from tablesvc.hfile.blocks import Compression
 from tablesvc.hfile.writer import DEFAULT_BLOCK_SIZE, HFileSettings, HFileWriter
-from tablesvc.logformat.avro_content import parse_avro_schema
+from tablesvc.logformat.avro_content import decode_one_record, parse_avro_schema
 from tablesvc.logformat.blocks import BlockType, HeaderKey, LogBlock, new_header
 
 # the metadata table's record key field (hoodie.table.recordkey.fields=key of its hoodie.properties)
@@ -67,15 +67,7 @@ def decode_hfile(reader: HFileReader, schema_json: str) -> list[KeyedRecord]:
 
 
 def _decode(value: bytes, schema: Any, path: str, offset: int, key: str) -> dict[str, Any]:
-    buf = io.BytesIO(value)
-    where = f"{path}: HFile data block at byte offset {offset}, key {key!r}"
-    try:
-        record = fastavro.schemaless_reader(buf, schema, None)
-    except (EOFError, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError, OverflowError) as exc:
-        raise LogFormatError(f"{where}: value does not decode with the schema: {exc}") from exc
-    if buf.tell() != len(value):
-        raise LogFormatError(f"{where}: value decoded from {buf.tell()} of its {len(value)} bytes")
-    return record
+    return decode_one_record(value, schema, f"{path}: HFile data block at byte offset {offset}, key {key!r}")
 
 
 def encode_hfile_records(records: Iterable[KeyedRecord], schema_json: str, *,
