@@ -7,7 +7,7 @@ setup(
                 "in Python on Spark",
     python_requires=">=3.11",
     packages=find_packages(include=["tablesvc", "tablesvc.*", "timeline", "timeline.*", "spark_conf"]),
-    package_data={"timeline.payloads": ["schemas/*.avsc"], "spark_conf": ["*.yaml", "*.properties"]},
+    package_data={"timeline.payloads": ["schemas/*.avsc"], "tablesvc.metadata": ["schemas/*.avsc"], "spark_conf": ["*.yaml", "*.properties"]},
     # pyspark[sql] brings pandas and numpy, which PySpark's Arrow APIs (mapInArrow,
     # applyInArrow) need; PySpark does not support pandas 3 yet.
     install_requires=["pyspark[sql]>=3.5", "pandas>=2.2,<3", "pyarrow>=14", "numpy>=1.24", "fastavro>=1.9", "pyyaml>=6"],

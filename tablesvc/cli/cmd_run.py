@@ -9,6 +9,7 @@ import signal
 from tablesvc.cli.output import add_quiet_option, print_json, say
 from tablesvc.errors import InvalidInputError
 from tablesvc.api import Table
+from tablesvc.config import load_config
 from tablesvc.table.writable import SERVICE, require_writable
 
 
@@ -30,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def _check(args: argparse.Namespace) -> None:
+    from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions
+
     if args.lease_seconds < 1:
         raise InvalidInputError(f"--lease-seconds must be at least 1 (got {args.lease_seconds})")
     if args.poll_seconds < 0:
@@ -37,7 +40,13 @@ def _check(args: argparse.Namespace) -> None:
     if args.max_failures < 1:
         raise InvalidInputError(f"--max-failures must be at least 1 (got {args.max_failures})")
     for path in args.paths:  # every table is checked before anything runs (exit 2)
-        require_writable(Table.open(path), SERVICE)
+        table = Table.open(path)
+        config = load_config(table.storage, conf_pairs=args.conf or (), config_file=args.config,
+                             table_path=table.base_path)
+        dropped = drop_opted_out_partitions(table, SERVICE, config)   # the metadata table's opt-outs first
+        require_writable(table, SERVICE)
+        if dropped is not None:
+            say(f"{table.base_path}: {dropped.render()}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -118,7 +118,26 @@ _KEYS = [
     # reads
     ConfigKey("hoodie.metadata.enable", True, _parse_bool,
               "Readers: list a table's files through its metadata table (the files partition) when "
-              "hoodie.table.metadata.partitions names files; false lists storage (docs/metadata-table.md)."),
+              "hoodie.table.metadata.partitions names files; false lists storage (docs/metadata-table.md). "
+              "Commands that change the table: false drops the metadata table first, as Java's writer does "
+              "(docs/metadata-table.md, 'Refusals and opt-outs')."),
+    # Dropping metadata-table partitions (Java's HoodieMetadataConfig keys and defaults).  tablesvc
+    # drops a partition only when a key below is SET to false (any layer but the default): with the
+    # default it refuses instead, where a default Java 1.2 writer would drop silently.
+    ConfigKey("hoodie.metadata.auto.delete.partitions", True, _parse_bool,
+              "Let the drops below (and hoodie.metadata.enable=false) happen; false: tablesvc refuses instead."),
+    ConfigKey("hoodie.metadata.index.column.stats.enable", True, _parse_bool,
+              "Set to false: drop the column_stats and partition_stats partitions and column_stats' index "
+              "definition before changing the table (Java Spark writers default to true)."),
+    ConfigKey("hoodie.metadata.index.bloom.filter.enable", False, _parse_bool,
+              "Set to false: drop the bloom_filters partition before changing the table."),
+    ConfigKey("hoodie.metadata.global.record.level.index.enable", False, _parse_bool,
+              "With hoodie.metadata.record.level.index.enable, set to false: drop the record_index partition "
+              "(alias hoodie.metadata.record.index.enable)."),
+    ConfigKey("hoodie.metadata.record.index.enable", False, _parse_bool,
+              "Hudi's older name of hoodie.metadata.global.record.level.index.enable (used when that is not set)."),
+    ConfigKey("hoodie.metadata.record.level.index.enable", False, _parse_bool,
+              "The partitioned record index; record_index is dropped only when this and the global one are false."),
     # writes
     ConfigKey("hoodie.logfile.data.block.format", "avro",
               lambda key, raw: _parse_choice("AVRO", "PARQUET")(key, raw).lower(),

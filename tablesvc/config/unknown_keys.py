@@ -33,6 +33,8 @@ HUDI_KEYS_NOT_READ = (
     "hoodie.write.lock.provider", "hoodie.write.lock.num_retries", "hoodie.write.lock.wait_time_ms_between_retry",
     "hoodie.write.lock.client.num_retries", "hoodie.write.lock.client.wait_time_ms_between_retry",
     "hoodie.write.lock.heartbeat_interval_ms",
+    # HoodieMetadataConfig: the metadata table's own base files' bloom filter, next to the index's key
+    "hoodie.metadata.bloom.filter.enable",
 )
 
 

@@ -66,6 +66,17 @@ class MetadataTable:
                                     [FILES_PARTITION], sizes=False)
         return sorted(view.latest_file_slices(self.storage), key=lambda s: s.file_id)
 
+    def partition_slices(self, partition: str) -> list[FileSlice]:
+        """The latest slice of each file group of any partition (``column_stats``: ``col-stats-0000-0``,
+        ``col-stats-0001-0``, ...), by file id; ``metadata.partition_reader`` reads their records."""
+        view = FileSystemView.build(self.storage, self.base_path, self.config, self.timeline,
+                                    [partition], sizes=False)
+        return sorted(view.latest_file_slices(self.storage), key=lambda s: s.file_id)
+
+    def log_read_context(self) -> ReadContext:
+        """The block-selection context of the metadata table's own logs (any partition)."""
+        return self._read_context()
+
     def files_records(self) -> dict[str, FilesRecord]:
         """Every key of the ``files`` partition, merged (deleted records included)."""
         out: dict[str, FilesRecord] = {}

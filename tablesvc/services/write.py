@@ -2,6 +2,8 @@
 
 What a write does around its Spark job (``tablesvc/spark/write_job.py``), in order:
 
+0. The metadata-table partitions the configuration switches off are dropped (under the table
+   lock, ``services/metadata_opt_outs.py``), reported first among the result's services.
 1. ``prepare_write``: table and input checked, schema reconciled, the executors checked;
    nothing of the table changed yet.
 2. Hudi's EAGER failed-writes policy: a write killed earlier is rolled back before this one
@@ -26,8 +28,10 @@ from dataclasses import replace
 from tablesvc.services.compaction.planner import v6_pending_compaction_targets
 from tablesvc.services.inline import run_inline_services
 from tablesvc.services.lifecycle import WRITE_LIFECYCLE, InstantLifecycle
+from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop
 from tablesvc.services.plan_execution import HEARTBEAT_INTERVAL_KEY
 from tablesvc.services.rollback import eager_rollback
+from tablesvc.table.writable import WRITE
 from tablesvc.spark.write_job import (
     Operation, PreparedWrite, WriteResult, commit_metadata, prepare_write, write_result, write_rows,
 )
@@ -44,6 +48,7 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     (docs/services.md); ``config`` defaults to the table's ``.hoodie/tablesvc.yaml`` over
     the built-in defaults.
     """
+    dropped = drop_opted_out_partitions(table, WRITE, config)
     prepared = prepare_write(table, df, operation, log_block_format=log_block_format, config=config)
     if prepared is None:
         return None
@@ -51,7 +56,8 @@ def write_dataframe(table, df, operation: str | Operation = Operation.UPSERT, *,
     written = _run_write(prepared)
     if written is None:
         return None
-    services = tuple(rolled_back) + tuple(run_inline_services(table, prepared.config, df.sparkSession))
+    services = (tuple(prepend_drop(dropped, rolled_back))
+                + tuple(run_inline_services(table, prepared.config, df.sparkSession)))
     # seconds: the whole action, inline services included, as before the write was an action
     return replace(written, services=services, seconds=round(time.monotonic() - prepared.started, 3))
 

@@ -28,6 +28,7 @@ Requests (``op`` and its fields; every answer has ``ok`` and ``secs``, a failed 
 | ``compaction`` | ``path``, ``mode`` (schedule, run), ``options`` (``k=v,...``), ``session`` | ``result`` (the CALL's rows) |
 | ``clean`` | ``path``, ``table``, ``retain_commits``, ``options``, ``session`` | ``result`` |
 | ``rollback`` | ``path``, ``table``, ``instant``, ``session`` | ``result`` |
+| ``validate_metadata`` | ``path`` | ``differences``, ``compared``, ``skipped`` (metadata_validation.py) |
 
 ``session``: Hudi keys ``SET`` in the Spark session before the CALL (``JavaTable.session_conf``).
 ``secs`` is measured inside the driver around the request's work (the JVM's start is not in it):
@@ -70,6 +71,18 @@ STEP_TIMEOUT_S = 600.0
 
 
 # ==== the client (tests' process) ====================================================================
+
+# The metadata table with its files partition only (Hudi 1.2 keys; the record index under both
+# of its names, partition stats apart from column stats).
+FILES_ONLY_METADATA = {
+    "hoodie.metadata.enable": "true",
+    "hoodie.metadata.index.column.stats.enable": "false",
+    "hoodie.metadata.index.partition.stats.enable": "false",
+    "hoodie.metadata.record.index.enable": "false",
+    "hoodie.metadata.record.level.index.enable": "false",
+    "hoodie.metadata.index.bloom.filter.enable": "false",
+}
+
 
 class JavaHudiUnavailable(RuntimeError):
     """Java Hudi is not set up (no ``make interop`` environment) or could not start."""
@@ -157,6 +170,12 @@ class JavaTable:
     hive_style: bool = False
     index: tuple[tuple[str, str], ...] = ()     # the table's own index keys (a tablesvc table: its bucket index)
     writer: tuple[tuple[str, str], ...] = ()    # more write options (scenario 3: OCC, the file-system lock, LAZY)
+    # issue #27: the metadata table on, with its files partition only (no column stats, partition
+    # stats, record index or bloom filters); Java's reads then list files through it too
+    files_only_metadata: bool = False
+    # the metadata table as a default Hudi 1.2 writer has it: on, every index key left to Hudi's
+    # defaults (the driver's session SETs hoodie.metadata.enable=false, so "on" must be said)
+    default_metadata: bool = False
 
     @classmethod
     def existing(cls, path: str | Path, bundle: HudiBundle) -> "JavaTable":
@@ -177,6 +196,10 @@ class JavaTable:
         fails (a NullPointerException in ``validateBucketIndexConfig``)."""
         opts = {"hoodie.metadata.enable": "false", "hoodie.datasource.write.recordkey.field": self.record_key,
                 **dict(self.index)}
+        if self.files_only_metadata:
+            opts.update(FILES_ONLY_METADATA)
+        if self.default_metadata:
+            opts["hoodie.metadata.enable"] = "true"
         if self.bundle.major >= 1:
             opts["hoodie.write.table.version"] = str(self.table_version)
         if self.table_version == 6:
@@ -356,8 +379,14 @@ class JavaHudi:
                 "source": source, "options": table.write_options()}
 
     def read(self, table: JavaTable, as_of: str | None = None) -> list[tuple]:
-        got = self.step({"op": "read", "path": table.path, "columns": list(COLUMNS), "as_of": as_of})
+        got = self.step({"op": "read", "path": table.path, "columns": list(COLUMNS), "as_of": as_of,
+                         "options": {"hoodie.metadata.enable": "true"} if table.files_only_metadata else {}})
         return sorted(tuple(r) for r in got["rows"])
+
+    def read_columns(self, table: JavaTable, columns: list[str]) -> list[list]:
+        """Any columns of a snapshot read (a Java-written fixture's own schema), metadata table on."""
+        return self.step({"op": "read", "path": table.path, "columns": list(columns),
+                          "options": {"hoodie.metadata.enable": "true"}})["rows"]
 
     def compaction(self, table: JavaTable, mode: str = "run") -> list[dict]:
         """``CALL run_compaction``: ``schedule``, or ``run`` (the pending plans, else one scheduled now)."""
@@ -437,7 +466,7 @@ class _Driver:
         return {}
 
     def read(self, req: dict) -> dict:
-        reader = self.spark.read.format("hudi")
+        reader = self.spark.read.format("hudi").options(**(req.get("options") or {}))
         if req.get("as_of"):
             reader = reader.option("as.of.instant", req["as_of"])
         rows = reader.load(req["path"]).select(*req["columns"]).collect()
@@ -478,6 +507,11 @@ class _Driver:
     def rollback(self, req: dict) -> dict:
         self._register(req["table"], req["path"])
         return self._call(req, f"CALL rollback_to_instant(table => '{req['table']}', instant_time => '{req['instant']}')")
+
+    def validate_metadata(self, req: dict) -> dict:
+        """Java's checks of the table's metadata table against storage (metadata_validation.py, beside this file)."""
+        from metadata_validation import validate_in_jvm
+        return validate_in_jvm(self.spark, req["path"])
 
     # -- HFiles through hudi-io's own reader and writer (org.apache.hudi.io.hfile) ----------------
     def hfile_read(self, req: dict) -> dict:
@@ -567,7 +601,8 @@ def driver_main(argv: list[str] | None = None) -> int:
     driver = _Driver(spark)
     handlers = {"write": driver.write, "read": driver.read, "compaction": driver.compaction,
                 "clean": driver.clean, "rollback": driver.rollback, "scan": driver.scan, "checksum": driver.checksum,
-                "hfile_read": driver.hfile_read, "hfile_write": driver.hfile_write}
+                "hfile_read": driver.hfile_read, "hfile_write": driver.hfile_write,
+                "validate_metadata": driver.validate_metadata}
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -175,37 +175,27 @@ def test_a_plain_mapping_names_its_source_as_given():
 
 # -- one writability check ----------------------------------------------------------------------------------
 def _fake_table(**config) -> SimpleNamespace:
-    values = dict(has_metadata_table=False, metadata_partitions=(), is_mor=True,
+    values = dict(has_metadata_table=False, metadata_partitions=(), is_mor=True, version=9, props={},
                   merge_mode=MergeMode.EVENT_TIME_ORDERING, populate_meta_fields=True)
     values.update(config)
     return SimpleNamespace(base_path="/data/t", config=SimpleNamespace(**values))
 
 
 ALL = (WRITE, COMPACT, LOG_COMPACT, CLEAN, ROLLBACK, SERVICE)
-MDT = "/data/t: the table keeps a metadata table"
-# Each command's refusal of a table with a metadata table, as it read before the check was one.
-METADATA_TABLE_REFUSALS = {
-    WRITE: f"{MDT} (hoodie.table.metadata.partitions=files) that tablesvc does not update; readers listing through "
-           "it would miss new files, so tablesvc refuses to write",
-    COMPACT: f"{MDT} (hoodie.table.metadata.partitions=files) that tablesvc does not update; readers listing "
-             "through it would miss the compacted base files, so tablesvc refuses to compact it",
-    LOG_COMPACT: f"{MDT} (hoodie.table.metadata.partitions=files) that tablesvc does not update; readers listing "
-                 "through it would miss the compacted base files, so tablesvc refuses to compact it",
-    CLEAN: f"{MDT} that tablesvc does not update; cleaning would leave it listing deleted files, so tablesvc "
-           "refuses to clean",
-    ROLLBACK: f"{MDT} that tablesvc does not update; roll back its failed instants with Apache Hudi, or remove "
-              "the metadata table first",
-    SERVICE: f"{MDT} that tablesvc does not update; its services would leave it stale, so tablesvc does not "
-             "service it",
-}
 
 
 @pytest.mark.parametrize("action", ALL, ids=lambda a: a.name)
-def test_each_action_refuses_a_metadata_table_as_its_command_did(action):
-    table = _fake_table(has_metadata_table=True, metadata_partitions=("files",))
+def test_each_action_refuses_a_metadata_table_tablesvc_does_not_update(action, monkeypatch):
+    """A partition tablesvc does not maintain (here ``files``, ``MAINTAINED`` pinned empty) stops
+    every action; the policy per action and partition is tests/unit/test_metadata_refusals.py."""
+    monkeypatch.setattr("tablesvc.table.metadata_partitions.MAINTAINED", frozenset())
+    table = _fake_table(has_metadata_table=True, metadata_partitions=("files",),
+                        props={"hoodie.table.metadata.partitions": "files"})
     with pytest.raises(UnsupportedTableError) as refused:
         require_writable(table, action)
-    assert str(refused.value) == METADATA_TABLE_REFUSALS[action]
+    assert str(refused.value) == (f"/data/t: {action.name} would leave the metadata table's files stale (tablesvc "
+                                  "does not update them); to go ahead, drop them first as Java Hudi does: "
+                                  "hoodie.metadata.enable=false (files)")
     assert refused.value.exit_code == 2 and not is_writable(table, action)
     require_writable(_fake_table(), action)    # a plain merge-on-read table: every action may
 

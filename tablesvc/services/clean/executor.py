@@ -25,6 +25,7 @@ from tablesvc.services.lifecycle import CLEAN_LIFECYCLE, InstantLifecycle, lease
 from tablesvc.services.metrics import CleanMetrics
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.services.rollback.executor import remove_leftovers
+from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop, preview_drop
 from tablesvc.table.writable import CLEAN, require_writable
 from timeline.instant import Action, Instant, State
 from timeline.payloads import (CleanerPlan, CleanMetadata, CleanPartitionMetadata, decode_cleaner_plan,
@@ -122,13 +123,17 @@ def schedule_clean(table, config: ServiceConfig) -> ServiceResult:
 
 def run_clean(table, config: ServiceConfig, *, dry_run: bool = False) -> list[ServiceResult]:
     """Finish pending cleans, then plan and execute a new one if anything is due."""
-    require_writable(table, CLEAN)
     if dry_run:
+        would_drop = preview_drop(table, CLEAN, config)
+        if would_drop is None:
+            require_writable(table, CLEAN)
         planned = plan_clean(table, config)
         files = [f for v in (planned.plan.files_to_delete().values() if planned.plan else []) for f in v]
-        return [ServiceResult("clean", Status.DRY_RUN, None, planned.reason,
-                              CleanMetrics(files_to_delete=len(files), files=tuple(files)))]
-    results = finish_pending_cleans(table)
+        return prepend_drop(would_drop, [ServiceResult("clean", Status.DRY_RUN, None, planned.reason,
+                                                       CleanMetrics(files_to_delete=len(files), files=tuple(files)))])
+    dropped = drop_opted_out_partitions(table, CLEAN, config)
+    require_writable(table, CLEAN)
+    results = prepend_drop(dropped, finish_pending_cleans(table))
     planned = plan_clean(table, config)
     if planned.plan is None:
         results.append(ServiceResult("clean", Status.NOTHING_TO_DO, None, planned.reason,

@@ -45,6 +45,7 @@ from tablesvc.services.plan_execution import (
 from tablesvc.services.metrics import CompactionMetrics
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.table.meta_fields import FILE_NAME
+from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop
 from tablesvc.table.writable import COMPACT, require_writable
 from tablesvc.spark.file_group_tasks import run_file_group_tasks
 from tablesvc.write.base_file_writer import row_groups, sorted_row_groups, write_base_file
@@ -207,11 +208,12 @@ def run_compaction(table, instant: str | None = None, *, spark=None, sort_column
     (``get_spark()``), needed only when there is a plan to run.  ``in_process``: run the file
     groups in this process one after the other, through the table's own storage, and start no
     Spark (small tables; the model-based test, which injects crashes through that storage)."""
+    dropped = drop_opted_out_partitions(table, COMPACT, config)
     require_writable(table, COMPACT)
     sort_columns = tuple(c.strip() for c in (sort_columns or ()) if c and c.strip())
-    return run_plans(instant, lambda: [i.timestamp for i in table.timeline().pending_compactions()],
+    return prepend_drop(dropped, run_plans(instant, lambda: [i.timestamp for i in table.timeline().pending_compactions()],
                      lambda: schedule_compaction(table, config, force=True),
-                     lambda ts: _execute(table, ts, spark, sort_columns, config, fence, in_process))
+                     lambda ts: _execute(table, ts, spark, sort_columns, config, fence, in_process)))
 
 
 def list_compactions(table) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from tablesvc.services.metrics import CompactionPlanMetrics
 from tablesvc.services.lifecycle import writes_in_progress
 from tablesvc.services.plan_execution import heartbeat_settings, pending_plan_file_groups, schedule_plan
 from tablesvc.services.result import ServiceResult
+from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, with_drop
 from tablesvc.table.writable import COMPACT, require_writable
 from timeline.active import Timeline
 from timeline.instant import Action
@@ -221,6 +222,7 @@ def schedule_compaction(table, config: Any = None, *, force: bool = False,
 
     ``force`` skips the trigger (a manual request); ``instant`` fixes C (it must be later
     than every time on the timeline)."""
+    dropped = drop_opted_out_partitions(table, COMPACT, config)
     require_writable(table, COMPACT)
 
     def build(timeline: Timeline) -> tuple[CompactionPlan | None, str, CompactionPlanMetrics | None]:
@@ -231,7 +233,7 @@ def schedule_compaction(table, config: Any = None, *, force: bool = False,
         return build_plan(table, timeline, config)
 
     lead = V6_COMPACTION_LEAD_MS if table.config.version < 8 and instant is None else 0
-    return schedule_plan(table, Action.COMPACTION, ACTION, build, instant, ahead_ms=lead)
+    return with_drop(schedule_plan(table, Action.COMPACTION, ACTION, build, instant, ahead_ms=lead), dropped)
 
 
 __all__ = ["ACTION", "TARGET_IO_KEY", "V6_COMPACTION_LEAD_MS", "build_plan", "pending_compaction_plans",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tablesvc.errors import ConflictError
+from tablesvc.metadata.maintain import update_metadata_table, writes_metadata_table
 from tablesvc.services.lifecycle.requirements import CommitRequirement, StillRequested, check_all, family_state
 from tablesvc.services.lifecycle.rules import (
     CompletedElsewhere, HeartbeatFrom, LifecycleRules, Markers, OnFailure, RacingStart, Start,
@@ -219,18 +220,25 @@ class InstantLifecycle:
         timeline of that lock hold (checked in order: the first that fails refuses the commit
         and the instant stays inflight); then the markers go (``rules.markers``).
 
-        The one place where an instant commits: the metadata table's update will be made here,
-        in the same lock hold, once tablesvc writes it.
+        The one place where an instant commits, and so where the metadata table is updated: in
+        the same lock hold, once the requirements held and before the data instant's completed
+        file (``metadata.maintain``: Java's order, the metadata table's delta commit first).
 
         None when another process completed the same instant and the rules say that is fine."""
         requirements = tuple(requirements)
+        keeps_metadata = writes_metadata_table(self.table.config)
+        inflight = self.inflight
 
         def precheck(timeline: Timeline) -> None:
             check_all(requirements, self.table, timeline)
+            if keeps_metadata:
+                update_metadata_table(self.table, inflight, metadata)
 
         try:
-            # no requirement: no precheck, and ``complete`` decides from the instant's own files
-            done = self.table.timeline_writer.complete(self.inflight, metadata, precheck if requirements else None)
+            # no requirement and no metadata table: no precheck, and ``complete`` decides from
+            # the instant's own files
+            done = self.table.timeline_writer.complete(
+                inflight, metadata, precheck if requirements or keeps_metadata else None)
         except (InstantExistsError, IllegalTransitionError):
             if (self.rules.completed_elsewhere is CompletedElsewhere.IS_FINE
                     and self._state_now(self.inflight.timestamp) is State.COMPLETED):

@@ -48,6 +48,7 @@ from tablesvc.services.plan_execution import (
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
 from tablesvc.services.metrics import LogCompactionMetrics
 from tablesvc.services.result import ServiceResult, Status
+from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop
 from tablesvc.table.writable import LOG_COMPACT, require_writable
 from tablesvc.spark.file_group_tasks import run_file_group_tasks
 from tablesvc.write.file_group_writer import log_data_block, write_new_log_file
@@ -289,10 +290,11 @@ def run_log_compaction(table, instant: str | None = None, *, spark=None, config:
     """Run ``instant``'s plan; else every pending plan, oldest first; else schedule one (threshold
     lowered as by ``force``) and run it.  ``spark``: a SparkSession, a function returning one,
     or None (run the tasks in this process)."""
+    dropped = drop_opted_out_partitions(table, LOG_COMPACT, config)
     require_writable(table, LOG_COMPACT)
-    return run_plans(instant, lambda: [i.timestamp for i in table.timeline().pending_log_compactions()],
-                     lambda: schedule_log_compaction(table, config, force=True),
-                     lambda ts: _execute(table, ts, spark, config, fence))
+    return prepend_drop(dropped, run_plans(
+        instant, lambda: [i.timestamp for i in table.timeline().pending_log_compactions()],
+        lambda: schedule_log_compaction(table, config, force=True), lambda ts: _execute(table, ts, spark, config, fence)))
 
 
 def list_log_compactions(table) -> list[dict[str, Any]]:

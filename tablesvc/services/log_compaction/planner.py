@@ -27,6 +27,7 @@ from tablesvc.services.compaction.planner import (
 from tablesvc.services.metrics import LogCompactionPlanMetrics
 from tablesvc.services.plan_execution import schedule_plan
 from tablesvc.services.result import ServiceResult
+from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, with_drop
 from tablesvc.table.writable import LOG_COMPACT, require_writable
 from timeline.active import Timeline
 from timeline.instant import Action
@@ -124,10 +125,11 @@ def schedule_log_compaction(table, config: Any = None, *, force: bool = False,
     """Write a log compaction plan (``SCHEDULED``) or say why not (``NOTHING_TO_DO``).
 
     ``force`` lowers the block threshold to 2; ``instant`` fixes L (later than every time)."""
+    dropped = drop_opted_out_partitions(table, LOG_COMPACT, config)
     require_writable(table, LOG_COMPACT)
-    return schedule_plan(table, Action.LOG_COMPACTION, ACTION,
-                         lambda timeline: build_log_compaction_plan(table, timeline, config, force=force),
-                         instant, planned="planned for log compaction")
+    return with_drop(schedule_plan(table, Action.LOG_COMPACTION, ACTION,
+                                   lambda timeline: build_log_compaction_plan(table, timeline, config, force=force),
+                                   instant, planned="planned for log compaction"), dropped)
 
 
 __all__ = ["ACTION", "DEFAULT_THRESHOLD", "THRESHOLD_KEY", "blocks_threshold", "build_log_compaction_plan",

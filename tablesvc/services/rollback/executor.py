@@ -53,6 +53,7 @@ from tablesvc.services.rollback.planner import (
     target_action_name, target_instant,
 )
 from tablesvc.storage import discard_partial_copies
+from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop, with_drop
 from tablesvc.table.writable import ROLLBACK, require_writable
 from tablesvc.write.markers import MARKER_ROOT, delete_markers, list_markers, marker_dir
 from timeline.active import Timeline
@@ -151,6 +152,7 @@ def rollback(table, target_timestamp: str, *, dry_run: bool = False, allow_compl
       nothing.  Every step being idempotent, two holders of the same plan delete the same files.
     """
     validate_instant_time(target_timestamp, "instant to roll back")
+    dropped = None if dry_run else drop_opted_out_partitions(table, ROLLBACK, config)
     s = _Settings.of(table, config)
     if fence is not None:
         fence()
@@ -158,7 +160,7 @@ def rollback(table, target_timestamp: str, *, dry_run: bool = False, allow_compl
                        failed_only=False)
     if not dry_run:
         remove_leftovers(table, s.interval_ms, s.misses)   # e.g. the first beat of a rollback killed before R existed
-    return result
+    return with_drop(result, dropped)
 
 
 def rollback_failed(table, *, dry_run: bool = False, config=None) -> list[ServiceResult]:
@@ -166,7 +168,9 @@ def rollback_failed(table, *, dry_run: bool = False, config=None) -> list[Servic
     writes (deltacommit, commit, replacecommit) and inflight compactions / log compactions whose
     heartbeat expired; then remove leftover markers and heartbeats of instants that are no
     longer pending.  Empty when nothing failed."""
-    return _rollback_failed(table, _Settings.of(table, config), dry_run=dry_run, writes_only=False)
+    dropped = None if dry_run else drop_opted_out_partitions(table, ROLLBACK, config)
+    return prepend_drop(dropped, _rollback_failed(table, _Settings.of(table, config), dry_run=dry_run,
+                                                  writes_only=False))
 
 
 def eager_rollback(table, *, config=None) -> list[ServiceResult]:

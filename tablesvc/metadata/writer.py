@@ -1,0 +1,218 @@
+"""Writing the metadata table (``<table>/.hoodie/metadata``): one delta commit at a data instant's
+time ``T``, as Hudi 1.x writes it for table versions 8 and 9 (docs/metadata-table.md, "Writing").
+
+The caller holds the data table's lock (``InstantLifecycle.commit``): the metadata table's
+timeline is changed under that lock, as Java's write client does, so no lock of its own is taken.
+
+One delta commit:
+
+1. an earlier attempt at ``T`` (a run killed before its data instant completed) is removed first,
+   as Java's ``commitInternal`` rolls back an existing ``T``: its completed file goes (so no
+   reader takes it any more), then its log files, then its pending files;
+2. ``T.deltacommit.requested`` (empty), then ``T.deltacommit.inflight`` (commit metadata without
+   write stats, operation ``UPSERT_PREPPED``, as the fixtures hold);
+3. per touched file group of a partition, a NEW log file ``.<fileId>_T.log.1_<token>`` holding
+   one HFILE_DATA block (headers INSTANT_TIME and SCHEMA, records sorted by key): on v8/v9 every
+   delta commit writes its own log file.  A key goes to file group
+   ``|javaHash(key) % n|`` of the n groups the partition has (``file_group_index``);
+4. ``T``'s completed file, with the write stats of those log files and the record schema
+   (without meta fields) in ``extraMetadata.schema``.
+
+The metadata table's instant ``T`` may be older than instants already on its timeline (a
+compaction planned long ago commits after later writes): Hudi allows that, so the requested
+file is created directly rather than by ``TimelineWriter.request``, which only creates times
+after the latest.  Completion times come from the data table's generator, so the metadata
+table's completion is earlier than the data instant's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable, Mapping, Sequence
+
+from tablesvc.errors import TablesvcError, TableConfigError
+from tablesvc.fsview.names import UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
+from tablesvc.fsview.view import FileSystemView
+from tablesvc.logformat import KeyedRecord, hfile_data_block, write_log_file
+from tablesvc.metadata.files_changes import FilesChange
+from tablesvc.metadata.reader import metadata_base_path
+from tablesvc.metadata.record_schema import files_record, metadata_record_schema
+from tablesvc.table.config import TableConfig
+from tablesvc.table.properties import read_properties
+from timeline.active import Timeline
+from timeline.errors import InvalidInstantError
+from timeline.instant import Action, Instant, State
+from timeline.instant_time import InstantTimeGenerator
+from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
+from timeline.storage import Storage, join
+from timeline.transitions import TimelineWriter
+
+OPERATION = "UPSERT_PREPPED"     # what Hudi's metadata writer records for its delta commits
+# No Spark task writes these files (the driver does, under the lock): Hudi's token for such files.
+WRITE_TOKEN = UNKNOWN_WRITE_TOKEN
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: 31-based over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def file_group_index(key: str, groups: int) -> int:
+    """Which of ``groups`` file groups holds ``key`` (``HoodieTableMetadataUtil.
+    mapRecordKeyToFileGroupIndex``: ``Math.abs(Math.abs(hash) % groups)``).  Java's remainder
+    keeps the dividend's sign and the outer ``abs`` drops it, so even ``Integer.MIN_VALUE``
+    (whose ``abs`` stays negative) comes out as ``|hash| mod groups``."""
+    if groups < 1:
+        raise ValueError("a metadata partition has at least one file group")
+    return abs(java_string_hash(key)) % groups
+
+
+@lru_cache(maxsize=1)
+def commit_schema() -> str:
+    """``extraMetadata.schema`` of Hudi's metadata delta commits: the record schema without the
+    ``_hoodie_*`` meta fields, compact JSON (equal to the fixture's, tested)."""
+    schema = json.loads(metadata_record_schema())
+    schema["fields"] = [f for f in schema["fields"] if not f["name"].startswith("_hoodie_")]
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+class _HeldLock(contextlib.AbstractContextManager):
+    """The data table's lock, which the caller already holds (``InstantLifecycle.commit``)."""
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class MetadataTableWriter:
+    """The metadata table of one data table, for writing under the data table's lock."""
+
+    storage: Storage
+    base_path: str                 # <data>/.hoodie/metadata
+    config: TableConfig
+    timeline_writer: TimelineWriter
+
+    @classmethod
+    def of(cls, storage: Storage, data_base_path: str, generator: InstantTimeGenerator) -> "MetadataTableWriter":
+        base = metadata_base_path(data_base_path)
+        where = f"{base}/.hoodie/hoodie.properties"
+        try:
+            config = TableConfig.from_properties(read_properties(storage, base), where)
+        except FileNotFoundError:
+            raise TableConfigError(f"{where}: the data table lists metadata partitions but the metadata "
+                                   "table has no hoodie.properties") from None
+        writer = TimelineWriter(storage, base, config.layout, generator, _HeldLock)
+        return cls(storage, base, config, writer)
+
+    def timeline(self) -> Timeline:
+        return Timeline.load(self.storage, self.base_path, self.config.layout)
+
+    # -- removing an instant -----------------------------------------------------------------
+    def remove_delta_commit(self, ts: str) -> bool:
+        """Remove the metadata table's delta commit ``ts`` (pending or completed) and its log
+        files, as Hudi rolls back a metadata delta commit; True when there was one.  Order: the
+        completed file first (readers stop taking it), the logs, the pending files last, so a
+        crash in between leaves a pending instant the next removal finishes.
+
+        A completed ``ts`` that a compaction of the metadata table already folded into a base
+        file cannot be taken out by removing its logs: refused (Hudi refuses it too)."""
+        timeline = self.timeline()
+        files = [f for f in timeline.files_of(ts) if f.action.completed_action is Action.DELTA_COMMIT]
+        if not files:
+            return False
+        completed = next((f for f in files if f.is_completed), None)
+        if completed is not None:
+            compactions = [i for i in timeline.instants if i.action.completed_action is Action.COMMIT
+                           and i.timestamp > (completed.completion_time or ts)]
+            if compactions:
+                raise TablesvcError(
+                    f"{self.base_path}: cannot remove the metadata table's delta commit {ts}: its compaction "
+                    f"{compactions[0].timestamp} already holds it; restore the metadata table with Apache Hudi")
+            self.timeline_writer.revert_to_inflight(completed)
+        for path in self._log_files_of(ts):
+            self.storage.delete(path)
+        self.timeline_writer.remove_pending(Instant(ts, Action.DELTA_COMMIT, State.INFLIGHT))
+        return True
+
+    def _log_files_of(self, ts: str) -> list[str]:
+        out: list[str] = []
+        for entry in self.storage.list_dir(self.base_path):
+            if not entry.is_dir or entry.name.startswith("."):
+                continue
+            folder = join(self.base_path, entry.name)
+            for name in self.storage.list_names(folder):
+                if looks_like_log_file(name) and LogFileName.parse(name).instant == ts:
+                    out.append(join(folder, name))
+        return out
+
+    # -- one delta commit ----------------------------------------------------------------------
+    def file_groups(self, partition: str, timeline: Timeline) -> list[str]:
+        """The file ids of ``partition``'s file groups, sorted (Hudi maps keys over them in order)."""
+        view = FileSystemView.build(self.storage, self.base_path, self.config, timeline, [partition], sizes=False)
+        ids = sorted({s.file_id for s in view.latest_file_slices(self.storage)})
+        if not ids:
+            raise TableConfigError(f"{join(self.base_path, partition)}: the metadata table's {partition} partition "
+                                   "has no file group")
+        return ids
+
+    def write_delta_commit(self, ts: str, changes: Mapping[str, Sequence[FilesChange]]) -> Instant:
+        """The delta commit ``ts`` of ``changes`` (metadata partition -> records); returns its
+        completed instant."""
+        started = time.monotonic()
+        self.remove_delta_commit(ts)
+        timeline = self.timeline()
+        requested = Instant(ts, Action.DELTA_COMMIT, State.REQUESTED)
+        if timeline.files_of(ts):
+            raise InvalidInstantError(f"{self.base_path}: instant {ts} is on the metadata table's timeline as "
+                                      f"{', '.join(f.file_name() for f in timeline.files_of(ts))}; cannot write "
+                                      "its delta commit")
+        self.storage.write_new(timeline.path_of(requested), b"")
+        inflight = self.timeline_writer.start(requested, self._encode(CommitMetadata(
+            partition_to_write_stats={}, extra_metadata={}, operation_type=OPERATION, version=None)))
+        stats: dict[str, list[WriteStat]] = {}
+        for partition, records in changes.items():
+            groups = self.file_groups(partition, timeline)
+            for file_id, group_records in _by_file_group(records, groups).items():
+                stats.setdefault(partition, []).append(
+                    self._write_log(partition, file_id, ts, group_records, started))
+        metadata = CommitMetadata(
+            partition_to_write_stats={p: tuple(s) for p, s in stats.items()}, compacted=False,
+            extra_metadata={"schema": commit_schema()}, operation_type=OPERATION, version=None)
+        return self.timeline_writer.complete(inflight, self._encode(metadata))
+
+    def _write_log(self, partition: str, file_id: str, ts: str, records: list[FilesChange],
+                   started: float) -> WriteStat:
+        name = LogFileName(file_id, ts, 1, WRITE_TOKEN).name
+        block = hfile_data_block(ts, metadata_record_schema(),
+                                 [KeyedRecord(r.key, files_record(r.kind, r.entries)) for r in records])
+        data = write_log_file(self.storage, join(self.base_path, partition, name), [block])
+        size = len(data)
+        return WriteStat(
+            file_id=file_id, path=f"{partition}/{name}", prev_commit=ts, partition_path=partition,
+            num_writes=len(records), num_update_writes=len(records), total_write_bytes=size,
+            file_size_in_bytes=size, total_log_read_time_ms=0, log_version=1, log_offset=0, base_file="",
+            log_files=(name,),
+            runtime_stats={"totalScanTime": 0, "totalUpsertTime": int((time.monotonic() - started) * 1000),
+                           "totalCreateTime": 0},
+            extra={"numUpdates": 0})
+
+    def _encode(self, metadata: CommitMetadata) -> bytes:
+        return encode_commit_metadata(metadata, self.config.layout)
+
+
+def _by_file_group(records: Iterable[FilesChange], groups: list[str]) -> dict[str, list[FilesChange]]:
+    out: dict[str, list[FilesChange]] = {}
+    for record in records:
+        out.setdefault(groups[file_group_index(record.key, len(groups))], []).append(record)
+    return out
+
+
+__all__ = ["MetadataTableWriter", "commit_schema", "file_group_index", "java_string_hash"]

@@ -1,0 +1,86 @@
+"""Test tables whose metadata table keeps only its ``files`` partition, made from Java-written
+fixtures the way Apache Hudi drops a metadata partition (docs/metadata-table-write-research.md
+§5): ``hoodie.table.metadata.partitions`` rewritten first (the partition is no longer available
+to any reader), then the partition's folder deleted, then its index definition removed.  Also
+what the metadata-table write tests compare: file slices as hudi-rs and tablesvc list them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from oracles.hudi_rs import file_slices as hudi_rs_slices
+
+from tablesvc.storage import LocalStorage
+from tablesvc.table.properties import read_properties, write_properties
+
+FILES = "files"
+
+
+def keep_only_files_partition(path: Path) -> list[str]:
+    """Drop every metadata partition but ``files`` from the table at ``path``; returns those dropped."""
+    storage = LocalStorage()
+    props = read_properties(storage, str(path))
+    listed = [p for p in props.get("hoodie.table.metadata.partitions", "").split(",") if p]
+    dropped = [p for p in listed if p != FILES]
+    props["hoodie.table.metadata.partitions"] = FILES
+    props["hoodie.table.metadata.partitions.inflight"] = ""
+    write_properties(storage, str(path), props)
+    for name in dropped:
+        shutil.rmtree(path / ".hoodie" / "metadata" / name, ignore_errors=True)
+    index_defs = path / ".hoodie" / ".index_defs" / "index.json"
+    if index_defs.exists():
+        doc = json.loads(index_defs.read_text())
+        doc["indexDefinitions"] = {k: v for k, v in doc.get("indexDefinitions", {}).items() if k not in dropped}
+        index_defs.write_text(json.dumps(doc, indent=2))
+    return dropped
+
+
+def tablesvc_slices(table) -> list[tuple]:
+    """(partition, file id, base file, log files, base size, log sizes) of tablesvc's latest slices."""
+    return sorted((s.partition, s.file_id, s.base_file.file_name if s.base_file else None,
+                   tuple(lf.file_name for lf in s.log_files),
+                   s.base_file.size if s.base_file else None, tuple(lf.size for lf in s.log_files))
+                  for s in table.file_system_view().latest_file_slices(table.storage))
+
+
+def hudi_rs_slice_rows(path) -> list[tuple]:
+    """The same tuples from hudi-rs (which lists v8+ tables through the metadata table)."""
+    return sorted((s.partition_path, s.file_id, s.base_file_name or None, tuple(s.log_file_names),
+                   s.base_file_size if s.base_file_name else None, tuple(s.log_file_sizes))
+                  for s in hudi_rs_slices(str(path)))
+
+
+def storage_slices(table) -> list[tuple]:
+    """tablesvc's latest slices from a storage listing (the metadata table switched off)."""
+    table.metadata_enabled = False
+    try:
+        return tablesvc_slices(table)
+    finally:
+        table.metadata_enabled = True
+
+
+def metadata_listing(table) -> dict[str, dict[str, int]]:
+    """Partition -> {file name: size} as the metadata table's ``files`` partition lists them."""
+    from tablesvc.metadata import MetadataFileListing
+
+    listing = MetadataFileListing(table.storage, table.base_path, table.timeline())
+    return {p: listing.files(p) for p in listing.partitions()}
+
+
+def storage_listing(path) -> dict[str, dict[str, int]]:
+    """Partition -> {file name: size} of every data file (base or log) storage holds (not Hadoop's
+    ``.crc`` files beside Java's)."""
+    root = Path(path)
+    out: dict[str, dict[str, int]] = {}
+    for folder in sorted(p for p in [root, *root.rglob("*")] if p.is_dir()):
+        rel = folder.relative_to(root).as_posix()
+        if rel.startswith(".hoodie"):
+            continue
+        files = {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file()
+                 and (f.suffix == ".parquet" or ".log." in f.name) and not f.name.startswith(".tmp-")
+                 and not f.name.endswith(".crc")}      # Hadoop's checksum siblings (Java's writes)
+        if files:
+            out["" if rel == "." else rel] = files
+    return out
