@@ -324,7 +324,8 @@ def _slice_logs(logs: LogColumns, base_instants: list[str], rules: GroupingRules
 
     A log's order key is (instant (v6) or completion time (v8+), version, write token); it joins
     the slice named by its instant (v6), or (v8+) the slice with the greatest base instant at or
-    before its completion time, or a slice of its own (its instant) when there is none.  All logs
+    before its completion time; the logs completed before every base instant share one slice,
+    keyed by the earliest of their instants.  All logs
     are sorted once by order key (an index permutation: ``sorted``/``map``, C loops, and no tuple
     kept per file); a slice's logs are then one run of that order, cut where the base instants
     fall.  The sort is stable, so equal keys keep listing order, as the per-file loop did."""
@@ -356,10 +357,13 @@ def _slice_logs(logs: LogColumns, base_instants: list[str], rules: GroupingRules
         if start < end:
             out[base_instants[at]] = ordered.take(slice(start, end))
         end = start
-    if end:   # logs completed before every base file: each joins the slice of its own instant
-        by_own: dict[str, list[int]] = {}
-        for k in range(end):
-            by_own.setdefault(ordered.instants[k], []).append(k)
-        for instant, at in by_own.items():
-            out[instant] = ordered.take(at)
+    if end:
+        # Logs completed before every base file (a log-only file group, or the logs of one before
+        # its first compaction) form ONE slice, keyed by the earliest of their instants.  Java's
+        # HoodieFileGroup.addLogFile takes logs in instant order: the first finds no slice at or
+        # before its completion time and starts one at its own instant; every later one completed
+        # after that instant, so it joins that slice.  (A slice per log would read only the newest
+        # log of a log-only group, as the metadata table's column_stats groups are before their
+        # first compaction.)
+        out[min(ordered.instants[:end])] = ordered.take(slice(0, end))
     return out

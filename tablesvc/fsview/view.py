@@ -8,8 +8,9 @@ Rules (docs/file-system-view.md explains them with examples):
   kept; they start the compaction's new slice.
 * Base file -> slice keyed by its instant.
 * Log file -> v6: the slice keyed by the instant in its name; v8/v9: the slice with
-  the greatest base instant at or before the log's completion time (or a slice of
-  its own when there is none); an archived delta commit's completion time comes from
+  the greatest base instant at or before the log's completion time; the logs completed
+  before every base instant share one slice keyed by the earliest of their instants,
+  as Java's ``HoodieFileGroup.addLogFile`` builds it; an archived delta commit's completion time comes from
   the LSM history (``timeline.history``), its own instant when the history lacks it.
 * File groups replaced by a completed replacecommit (as of the query time) are gone.
 * ``latest_file_slices(as_of)`` picks per file group the latest slice whose base

@@ -7,7 +7,8 @@ Per data action (table versions 8 and 9; the partitions written are those listed
 
 * a delta commit (a write, a log compaction), a compaction's commit, a clean: one delta commit of
   the metadata table at the same instant time ``T`` with the ``files`` records derived from the
-  instant's own metadata (``files_changes``);
+  instant's own metadata (``files_changes``) and, when listed, the ``column_stats`` and
+  ``partition_stats`` records (``stats_changes``; a clean: column-stats deletes only);
 * a rollback ``R`` of ``T``: the metadata table's delta commit ``T`` is removed (its log files
   and timeline files), and no delta commit is written at ``R``: Hudi 1.x writes no file records
   for a rollback either, it rolls back the metadata table's ``T``.
@@ -22,8 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from tablesvc.errors import UnsupportedTableError
-from tablesvc.metadata.files_changes import FilesChange, from_clean, from_commit
+from tablesvc.metadata.files_changes import from_clean, from_commit
 from tablesvc.metadata.listing import lists_files
+from tablesvc.metadata.mdt_compaction import compact_if_due
+from tablesvc.metadata.stats_changes import stats_changes
 from tablesvc.metadata.writer import MetadataTableWriter
 from tablesvc.table.config import TableConfig
 from tablesvc.table.metadata_partitions import MetadataPartitionType
@@ -64,8 +67,14 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes) -> Insta
     else:
         raise UnsupportedTableError(f"{table.base_path}: instant {instant.timestamp} ({instant.action.value}) "
                                     "changes the metadata table in a way tablesvc does not write")
-    changes: dict[str, tuple[FilesChange, ...]] = {MetadataPartitionType.FILES.value.folder: files}
-    return mdt.write_delta_commit(instant.timestamp, changes)
+    changes: dict[str, Any] = {MetadataPartitionType.FILES.value.folder: files}
+    # column_stats / partition_stats, when listed: in the same delta commit T (stats_changes)
+    stats, schemas = stats_changes(table, mdt, instant.timestamp, decoded)
+    changes.update(stats)
+    # the metadata table's own compaction, as Java's next write runs it: before T's delta commit,
+    # under the same lock, so T's records stay out of the new base files (mdt_compaction)
+    compact_if_due(table, mdt)
+    return mdt.write_delta_commit(instant.timestamp, changes, schemas)
 
 
 __all__ = ["FIRST_VERSION_WRITTEN", "update_metadata_table", "writes_metadata_table"]

@@ -107,6 +107,12 @@ def _log_records(mdt: MetadataTable, paths: list[str]) -> Iterator[tuple[str, Re
                                  "metadata table (only HFILE_DATA and DELETE are)")
 
 
+def log_records(mdt: MetadataTable, paths: list[str]) -> Iterator[tuple[str, Record | None]]:
+    """Every (key, record) the chosen blocks of the log files ``paths`` hold, oldest first
+    (``None``: a DELETE-block key); what the metadata table's compaction counts."""
+    return _log_records(mdt, paths)
+
+
 def block_schema(mdt: MetadataTable, partition: str) -> str | None:
     """The ``HoodieMetadataRecord`` schema Java wrote into ``partition``'s newest HFILE_DATA block
     (or base file): the exact writer schema, for encoding new records of this table."""

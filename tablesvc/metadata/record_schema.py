@@ -25,17 +25,18 @@ def metadata_record_schema() -> str:
     return SCHEMA_FILE.read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=1)
-def _field_names() -> tuple[str, ...]:
-    return tuple(f["name"] for f in json.loads(metadata_record_schema())["fields"])
+@lru_cache(maxsize=8)
+def _field_names(schema_json: str) -> tuple[str, ...]:
+    return tuple(f["name"] for f in json.loads(schema_json)["fields"])
 
 
-def files_record(kind: int, entries: Mapping[str, tuple[int, bool]]) -> dict[str, Any]:
+def files_record(kind: int, entries: Mapping[str, tuple[int, bool]], schema_json: str | None = None) -> dict[str, Any]:
     """One ``files``-partition record as Hudi writes it: every field null but ``key`` (``""``:
-    the HFile cell key is the key), ``type`` and ``filesystemMetadata`` (name -> size, deleted)."""
+    the HFile cell key is the key), ``type`` and ``filesystemMetadata`` (name -> size, deleted).
+    ``schema_json``: the metadata table's own record schema (its fields; default the bundled one)."""
     if kind not in (TYPE_PARTITION_LIST, TYPE_FILE_LIST):
         raise ValueError(f"a files record has type {TYPE_PARTITION_LIST} or {TYPE_FILE_LIST}, not {kind}")
-    record: dict[str, Any] = dict.fromkeys(_field_names())
+    record: dict[str, Any] = dict.fromkeys(_field_names(schema_json or metadata_record_schema()))
     record.update(key="", type=kind,
                   filesystemMetadata={name: {"size": size, "isDeleted": deleted}
                                       for name, (size, deleted) in entries.items()})

@@ -12,8 +12,12 @@ One delta commit:
 2. ``T.deltacommit.requested`` (empty), then ``T.deltacommit.inflight`` (commit metadata without
    write stats, operation ``UPSERT_PREPPED``, as the fixtures hold);
 3. per touched file group of a partition, a NEW log file ``.<fileId>_T.log.1_<token>`` holding
-   one HFILE_DATA block (headers INSTANT_TIME and SCHEMA, records sorted by key): on v8/v9 every
-   delta commit writes its own log file.  A key goes to file group
+   one HFILE_DATA block (headers INSTANT_TIME and SCHEMA, records sorted by key) and/or, after
+   it, one DELETE block of the keys deleted (a clean's column stats; headers INSTANT_TIME and
+   SCHEMA, each key's partition the metadata partition, as Java's append handle writes them): on
+   v8/v9 every delta commit writes its own log file.  The SCHEMA is the one the partition already
+   uses (``partition_schema``: its newest block's, else its base file's), so a table Hudi 1.0
+   wrote keeps 1.0's record schema (readers such as hudi-rs reconcile a slice's blocks by it).  A key goes to file group
    ``|javaHash(key) % n|`` of the n groups the partition has (``file_group_index``);
 4. ``T``'s completed file, with the write stats of those log files and the record schema
    (without meta fields) in ``extraMetadata.schema``.
@@ -37,7 +41,8 @@ from typing import Iterable, Mapping, Sequence
 from tablesvc.errors import TablesvcError, TableConfigError
 from tablesvc.fsview.names import UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
 from tablesvc.fsview.view import FileSystemView
-from tablesvc.logformat import KeyedRecord, hfile_data_block, write_log_file
+from tablesvc.hfile import read_hfile
+from tablesvc.logformat import BlockType, KeyedRecord, delete_block, hfile_data_block, read_log_file, write_log_file
 from tablesvc.metadata.files_changes import FilesChange
 from tablesvc.metadata.reader import metadata_base_path
 from tablesvc.metadata.record_schema import files_record, metadata_record_schema
@@ -75,13 +80,23 @@ def file_group_index(key: str, groups: int) -> int:
     return abs(java_string_hash(key)) % groups
 
 
-@lru_cache(maxsize=1)
-def commit_schema() -> str:
-    """``extraMetadata.schema`` of Hudi's metadata delta commits: the record schema without the
-    ``_hoodie_*`` meta fields, compact JSON (equal to the fixture's, tested)."""
-    schema = json.loads(metadata_record_schema())
+@lru_cache(maxsize=4)
+def commit_schema(record_schema: str | None = None) -> str:
+    """``extraMetadata.schema`` of Hudi's metadata delta commits: the record schema (default the
+    bundled one) without the ``_hoodie_*`` meta fields, compact JSON (equal to the fixture's, tested)."""
+    schema = json.loads(record_schema or metadata_record_schema())
     schema["fields"] = [f for f in schema["fields"] if not f["name"].startswith("_hoodie_")]
     return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class PartitionRecords:
+    """What one delta commit writes into a metadata partition other than ``files``: records
+    already built with that partition's schema (``MetadataTableWriter.partition_schema``) and
+    keys deleted (a DELETE block)."""
+
+    records: tuple[KeyedRecord, ...] = ()
+    deleted_keys: tuple[str, ...] = ()
 
 
 class _HeldLock(contextlib.AbstractContextManager):
@@ -163,9 +178,31 @@ class MetadataTableWriter:
                                    "has no file group")
         return ids
 
-    def write_delta_commit(self, ts: str, changes: Mapping[str, Sequence[FilesChange]]) -> Instant:
-        """The delta commit ``ts`` of ``changes`` (metadata partition -> records); returns its
-        completed instant."""
+    def partition_schema(self, partition: str, timeline: Timeline) -> str:
+        """The ``HoodieMetadataRecord`` schema ``partition`` is written with: the SCHEMA header of
+        the newest block of its latest slices (log files newest first: on v8/v9 each holds one
+        delta commit), else its base HFile's file-info schema, else (a partition without records
+        yet) the bundled one.  Hudi writes each block with its own version's schema; a writer
+        that keeps the table's version keeps every reader's view of a slice one schema."""
+        view = FileSystemView.build(self.storage, self.base_path, self.config, timeline, [partition], sizes=False)
+        slices = view.latest_file_slices(self.storage)
+        logs = sorted((lf for s in slices for lf in s.log_files),
+                      key=lambda lf: (lf.name.instant, lf.name.version), reverse=True)
+        for log_file in logs:
+            for block in reversed(read_log_file(self.storage, log_file.path).blocks):
+                if block.block_type in (BlockType.HFILE_DATA, BlockType.DELETE) and block.schema:
+                    return block.schema
+        for file_slice in sorted(slices, key=lambda s: s.base_instant, reverse=True):
+            if file_slice.base_file is not None:
+                schema = read_hfile(self.storage, file_slice.base_file.path).schema
+                if schema:
+                    return schema
+        return metadata_record_schema()
+
+    def write_delta_commit(self, ts: str, changes: Mapping[str, "Sequence[FilesChange] | PartitionRecords"],
+                           schemas: Mapping[str, str] | None = None) -> Instant:
+        """The delta commit ``ts`` of ``changes`` (metadata partition -> ``files`` records, or a
+        ``PartitionRecords`` built with ``schemas[partition]``); returns its completed instant."""
         started = time.monotonic()
         self.remove_delta_commit(ts)
         timeline = self.timeline()
@@ -178,26 +215,42 @@ class MetadataTableWriter:
         inflight = self.timeline_writer.start(requested, self._encode(CommitMetadata(
             partition_to_write_stats={}, extra_metadata={}, operation_type=OPERATION, version=None)))
         stats: dict[str, list[WriteStat]] = {}
-        for partition, records in changes.items():
+        record_schemas: list[str] = []
+        for partition, change in changes.items():
+            schema = (schemas or {}).get(partition) or self.partition_schema(partition, timeline)
+            record_schemas.append(schema)
+            if isinstance(change, PartitionRecords):
+                keyed, deleted = list(change.records), list(change.deleted_keys)
+            else:
+                keyed = [KeyedRecord(r.key, files_record(r.kind, r.entries, schema)) for r in change]
+                deleted = []
             groups = self.file_groups(partition, timeline)
-            for file_id, group_records in _by_file_group(records, groups).items():
-                stats.setdefault(partition, []).append(
-                    self._write_log(partition, file_id, ts, group_records, started))
+            by_group = _by_file_group(keyed, groups)
+            deletes_by_group = _by_file_group(deleted, groups, key=lambda k: k)
+            for file_id in sorted(set(by_group) | set(deletes_by_group)):
+                stats.setdefault(partition, []).append(self._write_log(
+                    partition, file_id, ts, schema, by_group.get(file_id, []), deletes_by_group.get(file_id, []),
+                    started))
         metadata = CommitMetadata(
             partition_to_write_stats={p: tuple(s) for p, s in stats.items()}, compacted=False,
-            extra_metadata={"schema": commit_schema()}, operation_type=OPERATION, version=None)
+            extra_metadata={"schema": commit_schema(record_schemas[0] if record_schemas else None)},
+            operation_type=OPERATION, version=None)
         return self.timeline_writer.complete(inflight, self._encode(metadata))
 
-    def _write_log(self, partition: str, file_id: str, ts: str, records: list[FilesChange],
-                   started: float) -> WriteStat:
+    def _write_log(self, partition: str, file_id: str, ts: str, schema: str, records: list[KeyedRecord],
+                   deleted_keys: list[str], started: float) -> WriteStat:
         name = LogFileName(file_id, ts, 1, WRITE_TOKEN).name
-        block = hfile_data_block(ts, metadata_record_schema(),
-                                 [KeyedRecord(r.key, files_record(r.kind, r.entries)) for r in records])
-        data = write_log_file(self.storage, join(self.base_path, partition, name), [block])
+        blocks = []
+        if records:
+            blocks.append(hfile_data_block(ts, schema, records))
+        if deleted_keys:     # after the data block, as Java's append handle orders them
+            blocks.append(delete_block(ts, schema, [(key, partition) for key in sorted(set(deleted_keys))]))
+        data = write_log_file(self.storage, join(self.base_path, partition, name), blocks)
         size = len(data)
         return WriteStat(
             file_id=file_id, path=f"{partition}/{name}", prev_commit=ts, partition_path=partition,
-            num_writes=len(records), num_update_writes=len(records), total_write_bytes=size,
+            num_writes=len(records), num_deletes=len(set(deleted_keys)), num_update_writes=len(records),
+            total_write_bytes=size,
             file_size_in_bytes=size, total_log_read_time_ms=0, log_version=1, log_offset=0, base_file="",
             log_files=(name,),
             runtime_stats={"totalScanTime": 0, "totalUpsertTime": int((time.monotonic() - started) * 1000),
@@ -208,11 +261,11 @@ class MetadataTableWriter:
         return encode_commit_metadata(metadata, self.config.layout)
 
 
-def _by_file_group(records: Iterable[FilesChange], groups: list[str]) -> dict[str, list[FilesChange]]:
-    out: dict[str, list[FilesChange]] = {}
+def _by_file_group(records: Iterable, groups: list[str], key=lambda r: r.key) -> dict[str, list]:
+    out: dict[str, list] = {}
     for record in records:
-        out.setdefault(groups[file_group_index(record.key, len(groups))], []).append(record)
+        out.setdefault(groups[file_group_index(key(record), len(groups))], []).append(record)
     return out
 
 
-__all__ = ["MetadataTableWriter", "commit_schema", "file_group_index", "java_string_hash"]
+__all__ = ["MetadataTableWriter", "PartitionRecords", "commit_schema", "file_group_index", "java_string_hash"]

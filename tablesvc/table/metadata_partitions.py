@@ -44,6 +44,9 @@ class MetadataPartitionType(Enum):
 
 # What tablesvc's commits keep true.  Grows as issue #27's write side lands: a kind joins only
 # once every commit tablesvc makes updates it.  FILES: ``metadata.maintain`` (every commit, v8/v9).
-MAINTAINED: frozenset[MetadataPartitionType] = frozenset({MetadataPartitionType.FILES})
+# COLUMN_STATS, PARTITION_STATS: ``metadata.stats_changes`` in the same delta commit (a clean
+# writes column-stats deletes and, as Java, no partition stats).
+MAINTAINED: frozenset[MetadataPartitionType] = frozenset({
+    MetadataPartitionType.FILES, MetadataPartitionType.COLUMN_STATS, MetadataPartitionType.PARTITION_STATS})
 
 __all__ = ["MAINTAINED", "MetadataPartitionType", "PartitionKind"]

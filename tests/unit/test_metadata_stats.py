@@ -36,8 +36,8 @@ STATS_FIXTURES = {
     "zips:mor_avro_v9_txns_simple_meta": (304, 48),
     "zips:mor_avro_v9_txns_complex_meta": (304, 48),
     "zips:mor_avro_v9_txns_nonpart_meta": (180, 0),      # keeps no partition_stats
-    "v9_nonpartitioned_rollback": (15, 0),               # partition_stats holds no record
-    "zips:mor_avro_v9_txns_simple_overwrite": (48, 48),
+    "v9_nonpartitioned_rollback": (30, 0),               # column_stats groups of logs only; no partition_stats
+    "zips:mor_avro_v9_txns_simple_overwrite": (128, 48),
 }
 
 
