@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def _check(args: argparse.Namespace) -> None:
-    from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions
+    from tablesvc.services.metadata_drops import drop_opted_out_partitions
 
     if args.lease_seconds < 1:
         raise InvalidInputError(f"--lease-seconds must be at least 1 (got {args.lease_seconds})")

@@ -169,7 +169,8 @@ def _sort_key(value: Any) -> Any:
     return value
 
 
-def _min(a: Any, b: Any) -> Any:
+def stat_min(a: Any, b: Any) -> Any:
+    """The smaller of two stats values in Java's order (None: absent, the other wins)."""
     if a is None:
         return b
     if b is None:
@@ -177,7 +178,8 @@ def _min(a: Any, b: Any) -> Any:
     return b if _sort_key(b) < _sort_key(a) else a
 
 
-def _max(a: Any, b: Any) -> Any:
+def stat_max(a: Any, b: Any) -> Any:
+    """The larger of two stats values in Java's order (None: absent, the other wins)."""
     if a is None:
         return b
     if b is None:
@@ -260,8 +262,8 @@ def base_file_ranges(footer: pq.FileMetaData, file_name: str,
 
 
 def _merge_ranges(a: ColumnRange, b: ColumnRange) -> ColumnRange:
-    return ColumnRange(a.file_name, a.column, a.column_type or b.column_type, _min(a.min_value, b.min_value),
-                       _max(a.max_value, b.max_value), a.null_count + b.null_count, a.value_count + b.value_count,
+    return ColumnRange(a.file_name, a.column, a.column_type or b.column_type, stat_min(a.min_value, b.min_value),
+                       stat_max(a.max_value, b.max_value), a.null_count + b.null_count, a.value_count + b.value_count,
                        a.total_size + b.total_size, a.total_uncompressed_size + b.total_uncompressed_size)
 
 
@@ -285,8 +287,8 @@ def log_file_ranges(records: Iterable[Mapping[str, Any]], file_name: str,
                 nulls[name] += 1
                 continue
             value = _to_primitive(value, ctype)
-            mins[name] = _min(mins[name], value)
-            maxs[name] = _max(maxs[name], value)
+            mins[name] = stat_min(mins[name], value)
+            maxs[name] = stat_max(maxs[name], value)
     return [ColumnRange(file_name, name, ctype if count else None, mins[name], maxs[name], nulls[name], count, 0, 0)
             for name, ctype in columns.items()]
 

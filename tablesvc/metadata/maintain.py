@@ -27,8 +27,9 @@ from tablesvc.metadata.files_changes import from_clean, from_commit
 from tablesvc.metadata.listing import lists_files
 from tablesvc.metadata.mdt_compaction import compact_if_due
 from tablesvc.metadata.stats_changes import stats_changes
-from tablesvc.metadata.writer import MetadataTableWriter
+from tablesvc.metadata.writer import MetadataTableWriter, cannot_remove_message
 from tablesvc.table.config import TableConfig
+from tablesvc.table.metadata_opt_outs import listed_partitions
 from tablesvc.table.metadata_partitions import MetadataPartitionType
 from timeline.instant import Action, Instant, State
 from timeline.payloads import CleanMetadata, CommitMetadata, RollbackMetadata, decode_payload
@@ -53,7 +54,8 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes) -> Insta
     if config.version < FIRST_VERSION_WRITTEN:
         raise UnsupportedTableError(f"{table.base_path}: table version {config.version} keeps a metadata table "
                                     "that tablesvc does not write (versions 8 and 9 only)")
-    mdt = MetadataTableWriter.of(table.storage, table.base_path, table.instant_times)
+    mdt = MetadataTableWriter.of(table.storage, table.base_path, table.instant_times,
+                                 listed_partitions(config.props))
     done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED)
     decoded = decode_payload(done, payload, config.layout, f"{instant.timestamp}.{done.action.value}")
     if isinstance(decoded, RollbackMetadata):
@@ -77,4 +79,17 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes) -> Insta
     return mdt.write_delta_commit(instant.timestamp, changes, schemas)
 
 
-__all__ = ["FIRST_VERSION_WRITTEN", "update_metadata_table", "writes_metadata_table"]
+def rollback_refusal(table: Any, target: str) -> str | None:
+    """Why rolling back data instant ``target`` cannot take its metadata delta commit out (one
+    line), or None: a metadata compaction or log compaction already holds it (``writer.holder_of``).
+    Asked before the rollback is requested, so that nothing is deleted for a rollback whose
+    commit would refuse."""
+    config: TableConfig = table.config
+    if not writes_metadata_table(config) or config.version < FIRST_VERSION_WRITTEN:
+        return None
+    mdt = MetadataTableWriter.of(table.storage, table.base_path, table.instant_times, listed_partitions(config.props))
+    holder = mdt.holder_of(target)
+    return None if holder is None else cannot_remove_message(mdt.base_path, target, holder)
+
+
+__all__ = ["FIRST_VERSION_WRITTEN", "rollback_refusal", "update_metadata_table", "writes_metadata_table"]

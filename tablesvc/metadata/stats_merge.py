@@ -19,9 +19,9 @@ from tablesvc.metadata.column_stats import (
     ColumnRange,
     ColumnType,
     ValueType,
-    _max,
-    _min,
     column_type_of_value_type_info,
+    stat_max,
+    stat_min,
     unwrap,
 )
 
@@ -36,8 +36,8 @@ def partition_ranges(partition: str, ranges: Iterable[ColumnRange]) -> list[Colu
                                         r.value_count, r.total_size, r.total_uncompressed_size)
             continue
         out[r.column] = ColumnRange(
-            partition, r.column, before.column_type or r.column_type, _min(before.min_value, r.min_value),
-            _max(before.max_value, r.max_value), before.null_count + r.null_count,
+            partition, r.column, before.column_type or r.column_type, stat_min(before.min_value, r.min_value),
+            stat_max(before.max_value, r.max_value), before.null_count + r.null_count,
             before.value_count + r.value_count, before.total_size + r.total_size,
             before.total_uncompressed_size + r.total_uncompressed_size)
     return list(out.values())
@@ -68,8 +68,8 @@ def merge_stats_records(newer: Mapping[str, Any], older: Mapping[str, Any]) -> M
     if ctype is not None and ctype.value_type == ValueType.NULL:
         ctype = None
     merged = dict(new_body)
-    merged["minValue"] = _wrapped_bound(old_body.get("minValue"), new_body.get("minValue"), ctype, _min)
-    merged["maxValue"] = _wrapped_bound(old_body.get("maxValue"), new_body.get("maxValue"), ctype, _max)
+    merged["minValue"] = _wrapped_bound(old_body.get("minValue"), new_body.get("minValue"), ctype, stat_min)
+    merged["maxValue"] = _wrapped_bound(old_body.get("maxValue"), new_body.get("maxValue"), ctype, stat_max)
     for name in ("valueCount", "nullCount", "totalSize", "totalUncompressedSize"):
         merged[name] = (old_body.get(name) or 0) + (new_body.get(name) or 0)
     return {**newer, "ColumnStatsMetadata": merged}

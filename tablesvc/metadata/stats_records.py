@@ -182,11 +182,14 @@ def clean_stats_records(clean: CleanMetadata, index: ColumnStatsIndex, *, tombst
                         schema_json: str | None = None) -> StatsRecords:
     """The column-stats side of a clean: every deleted file (base and log) and indexed column.
     ``tombstones`` (Hudi 1.x): keys for a DELETE block; otherwise (0.15) data records holding a
-    stub (no range, zero counts) with ``isDeleted`` true."""
+    stub (no range, zero counts) with ``isDeleted`` true.  The deleted files are the partition's
+    ``deletePathPatterns``, as Java's ``convertMetadataToColumnStatsRecords`` and ``files_changes.
+    from_clean`` take them: every file the plan deleted or found already gone (``successDeleteFiles``
+    lacks those a re-run found missing, whose records must go all the same)."""
     keys: list[str] = []
     records: list[KeyedRecord] = []
     for partition, part in clean.partition_metadata.items():
-        for deleted in part.success_delete_files:
+        for deleted in part.delete_path_patterns or ():
             file_name = deleted.rsplit("/", 1)[-1]
             for column, ctype in index.columns.items():
                 stub = ColumnRange(file_name, column, ctype, None, None, 0, 0, 0, 0)

@@ -114,9 +114,13 @@ class MetadataTableWriter:
     base_path: str                 # <data>/.hoodie/metadata
     config: TableConfig
     timeline_writer: TimelineWriter
+    # the partitions the data table's properties list (completed and inflight): the only folders
+    # a pending delta commit's log files are looked for in; empty: every folder
+    partitions: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, storage: Storage, data_base_path: str, generator: InstantTimeGenerator) -> "MetadataTableWriter":
+    def of(cls, storage: Storage, data_base_path: str, generator: InstantTimeGenerator,
+           partitions: Sequence[str] = ()) -> "MetadataTableWriter":
         base = metadata_base_path(data_base_path)
         where = f"{base}/.hoodie/hoodie.properties"
         try:
@@ -125,7 +129,7 @@ class MetadataTableWriter:
             raise TableConfigError(f"{where}: the data table lists metadata partitions but the metadata "
                                    "table has no hoodie.properties") from None
         writer = TimelineWriter(storage, base, config.layout, generator, _HeldLock)
-        return cls(storage, base, config, writer)
+        return cls(storage, base, config, writer, tuple(partitions))
 
     def timeline(self) -> Timeline:
         return Timeline.load(self.storage, self.base_path, self.config.layout)
@@ -137,32 +141,66 @@ class MetadataTableWriter:
         completed file first (readers stop taking it), the logs, the pending files last, so a
         crash in between leaves a pending instant the next removal finishes.
 
-        A completed ``ts`` that a compaction of the metadata table already folded into a base
-        file cannot be taken out by removing its logs: refused (Hudi refuses it too)."""
+        A completed ``ts`` that a compaction or log compaction of the metadata table already
+        holds (``holder_of``) cannot be taken out by removing its logs: refused (Hudi refuses it
+        too).  A rollback checks ``holder_of`` before it deletes anything; this is the backstop."""
         timeline = self.timeline()
         files = [f for f in timeline.files_of(ts) if f.action.completed_action is Action.DELTA_COMMIT]
         if not files:
             return False
         completed = next((f for f in files if f.is_completed), None)
         if completed is not None:
-            compactions = [i for i in timeline.instants if i.action.completed_action is Action.COMMIT
-                           and i.timestamp > (completed.completion_time or ts)]
-            if compactions:
-                raise TablesvcError(
-                    f"{self.base_path}: cannot remove the metadata table's delta commit {ts}: its compaction "
-                    f"{compactions[0].timestamp} already holds it; restore the metadata table with Apache Hudi")
+            holder = self.holder_of(ts, timeline)
+            if holder is not None:
+                raise TablesvcError(cannot_remove_message(self.base_path, ts, holder))
+            logs = self._log_files_written(timeline, completed)
             self.timeline_writer.revert_to_inflight(completed)
-        for path in self._log_files_of(ts):
-            self.storage.delete(path)
+        else:
+            logs = self._log_files_listed(ts)
+        for path in logs:
+            if self.storage.exists(path):
+                self.storage.delete(path)
         self.timeline_writer.remove_pending(Instant(ts, Action.DELTA_COMMIT, State.INFLIGHT))
         return True
 
-    def _log_files_of(self, ts: str) -> list[str]:
+    def holder_of(self, ts: str, timeline: Timeline | None = None) -> Instant | None:
+        """The metadata table's compaction or log compaction (any state) that holds the completed
+        delta commit ``ts``: one whose instant is later than ``ts``'s completion, so its plan may
+        have taken ``ts``'s log files (Java's plan generators take the log files completed before
+        the plan's instant).  None when ``ts`` is not completed or nothing holds it."""
+        timeline = timeline or self.timeline()
+        completed = next((f for f in timeline.files_of(ts)
+                          if f.is_completed and f.action.completed_action is Action.DELTA_COMMIT), None)
+        if completed is None:
+            return None
+        after = completed.completion_time or ts
+        holders = (Action.COMPACTION, Action.LOG_COMPACTION)
+        for instant in timeline.instants:
+            if instant.timestamp > after and (
+                    instant.action is Action.COMMIT      # only compactions commit on a metadata table
+                    or any(f.action in holders for f in timeline.files_of(instant.timestamp))):
+                return instant
+        return None
+
+    def _log_files_written(self, timeline: Timeline, completed: Instant) -> list[str]:
+        """The log files a completed delta commit wrote: its write stats, no listing (each
+        partition folder may hold thousands of files, and this runs under the table lock)."""
+        metadata = timeline.commit_metadata(self.storage, completed)
+        # a stat naming another instant's log (a writer that appended) is never this commit's to delete
+        return [join(self.base_path, stat.path) for stats in metadata.partition_to_write_stats.values()
+                for stat in stats if stat.path and looks_like_log_file(stat.path.rsplit("/", 1)[-1])
+                and LogFileName.parse(stat.path.rsplit("/", 1)[-1]).instant == completed.timestamp]
+
+    def _log_files_listed(self, ts: str) -> list[str]:
+        """The log files of a pending delta commit (a run killed before its completed file; no
+        write stats to go by): listed, in the partitions the data table names only."""
+        if self.partitions:
+            folders = [p for p in self.partitions if self.storage.exists(join(self.base_path, p))]
+        else:
+            folders = [e.name for e in self.storage.list_dir(self.base_path) if e.is_dir and not e.name.startswith(".")]
         out: list[str] = []
-        for entry in self.storage.list_dir(self.base_path):
-            if not entry.is_dir or entry.name.startswith("."):
-                continue
-            folder = join(self.base_path, entry.name)
+        for partition in folders:
+            folder = join(self.base_path, partition)
             for name in self.storage.list_names(folder):
                 if looks_like_log_file(name) and LogFileName.parse(name).instant == ts:
                     out.append(join(folder, name))
@@ -261,6 +299,14 @@ class MetadataTableWriter:
         return encode_commit_metadata(metadata, self.config.layout)
 
 
+def cannot_remove_message(mdt_base_path: str, ts: str, holder: Instant) -> str:
+    """The one line refusing to take delta commit ``ts`` out of a metadata table ``holder`` holds."""
+    # only compactions commit on a metadata table; a completed log compaction shows as a delta commit
+    kind = "compaction" if holder.action in (Action.COMMIT, Action.COMPACTION) else "log compaction"
+    return (f"{mdt_base_path}: cannot remove the metadata table's delta commit {ts}: its "
+            f"{kind} {holder.timestamp} already holds it; restore the metadata table with Apache Hudi")
+
+
 def _by_file_group(records: Iterable, groups: list[str], key=lambda r: r.key) -> dict[str, list]:
     out: dict[str, list] = {}
     for record in records:
@@ -268,4 +314,5 @@ def _by_file_group(records: Iterable, groups: list[str], key=lambda r: r.key) ->
     return out
 
 
-__all__ = ["MetadataTableWriter", "PartitionRecords", "commit_schema", "file_group_index", "java_string_hash"]
+__all__ = ["MetadataTableWriter", "PartitionRecords", "cannot_remove_message", "commit_schema", "file_group_index",
+           "java_string_hash"]

@@ -3,7 +3,7 @@
 What a write does around its Spark job (``tablesvc/spark/write_job.py``), in order:
 
 0. The metadata-table partitions the configuration switches off are dropped (under the table
-   lock, ``services/metadata_opt_outs.py``), reported first among the result's services.
+   lock, ``services/metadata_drops.py``), reported first among the result's services.
 1. ``prepare_write``: table and input checked, schema reconciled, the executors checked;
    nothing of the table changed yet.
 2. Hudi's EAGER failed-writes policy: a write killed earlier is rolled back before this one
@@ -28,7 +28,7 @@ from dataclasses import replace
 from tablesvc.services.compaction.planner import v6_pending_compaction_targets
 from tablesvc.services.inline import run_inline_services
 from tablesvc.services.lifecycle import WRITE_LIFECYCLE, InstantLifecycle
-from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop
+from tablesvc.services.metadata_drops import drop_opted_out_partitions, prepend_drop
 from tablesvc.services.plan_execution import HEARTBEAT_INTERVAL_KEY
 from tablesvc.services.rollback import eager_rollback
 from tablesvc.table.writable import WRITE

@@ -20,6 +20,8 @@ same opt-out sweeps it (``MetadataDrop.swept``).  The caller holds the table loc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 
 from tablesvc.config import ServiceConfig
 from tablesvc.table.index_definitions import definition_names, drop_index_definition
@@ -42,13 +44,13 @@ PARTITIONED_RECORD_INDEX_KEY = "hoodie.metadata.record.level.index.enable"
 _KIND = MetadataPartitionType
 # The key whose false drops a kind of partition (the one messages name).  Secondary and expression
 # indexes have none: Java drops them only by DROP INDEX, so only the whole metadata table goes.
-OPT_OUT_KEYS: dict[MetadataPartitionType, str] = {
+OPT_OUT_KEYS: Mapping[MetadataPartitionType, str] = MappingProxyType({
     _KIND.FILES: ENABLE_KEY,
     _KIND.COLUMN_STATS: COLUMN_STATS_KEY,
     _KIND.PARTITION_STATS: COLUMN_STATS_KEY,     # Java: isPartitionStatsIndexEnabled is column stats' flag
     _KIND.BLOOM_FILTERS: BLOOM_FILTERS_KEY,
     _KIND.RECORD_INDEX: RECORD_INDEX_ALIAS_KEY,
-}
+})
 
 
 def opt_out_key(partition_name: str) -> str:
@@ -57,17 +59,37 @@ def opt_out_key(partition_name: str) -> str:
     return OPT_OUT_KEYS.get(kind, ENABLE_KEY) if kind is not None else ENABLE_KEY
 
 
-def listed_partitions(props: dict[str, str]) -> tuple[str, ...]:
+def _names(props: Mapping[str, str], key: str) -> set[str]:
+    return {p.strip() for p in (props.get(key) or "").split(",") if p.strip()}
+
+
+def listed_partitions(props: Mapping[str, str]) -> tuple[str, ...]:
     """Partitions the properties name, completed or inflight, sorted, once each."""
-    names = set()
-    for key in (PARTITIONS_KEY, INFLIGHT_KEY):
-        names.update(p.strip() for p in (props.get(key) or "").split(",") if p.strip())
-    return tuple(sorted(names))
+    return tuple(sorted(_names(props, PARTITIONS_KEY) | _names(props, INFLIGHT_KEY)))
+
+
+def completed_partitions(props: Mapping[str, str]) -> tuple[str, ...]:
+    """Partitions ``hoodie.table.metadata.partitions`` names (built and complete), sorted."""
+    return tuple(sorted(_names(props, PARTITIONS_KEY)))
+
+
+def inflight_partitions(props: Mapping[str, str]) -> tuple[str, ...]:
+    """Partitions only ``….inflight`` names: being built, possibly by an async indexer that owns them."""
+    return tuple(sorted(_names(props, INFLIGHT_KEY) - _names(props, PARTITIONS_KEY)))
+
+
+def from_command(config: ServiceConfig, key: str) -> bool:
+    """``key`` was set by the command itself (``--conf``, ``--config``, the Python API's options),
+    not by the table's ``.hoodie/tablesvc.yaml`` nor left at its default (``config.loader``'s sources).
+    Only such a key drops: the table file is a standing reader setting (``hoodie.metadata.enable=
+    false`` there has always meant "list storage"), never an order to delete."""
+    where = config.source(key)
+    return where != "default" and where != config.table_file
 
 
 @dataclass(frozen=True)
 class MetadataOptOuts:
-    """What the user's configuration asks to drop (only keys it sets; see the module's doc)."""
+    """What the command's configuration asks to drop (only keys the command sets: ``from_command``)."""
 
     whole: bool                                  # hoodie.metadata.enable=false
     kinds: frozenset[MetadataPartitionType]      # indexes switched off
@@ -76,7 +98,7 @@ class MetadataOptOuts:
     @classmethod
     def of(cls, config: ServiceConfig) -> "MetadataOptOuts":
         def set_false(key: str) -> bool:
-            return config.source(key) != "default" and config.get(key) is False
+            return from_command(config, key) and config.get(key) is False
 
         if config.get(AUTO_DELETE_KEY) is False:
             return cls(False, frozenset(), ())
@@ -91,9 +113,9 @@ class MetadataOptOuts:
             kinds.add(_KIND.BLOOM_FILTERS)
             settings.append(f"{BLOOM_FILTERS_KEY}=false")
         record_keys = (GLOBAL_RECORD_INDEX_KEY, RECORD_INDEX_ALIAS_KEY, PARTITIONED_RECORD_INDEX_KEY)
-        given = [k for k in record_keys if config.source(k) != "default"]
+        given = [k for k in record_keys if from_command(config, k)]
         # Java: the global key, else its older alternative; dropped when neither index is on.
-        global_on = config.get(GLOBAL_RECORD_INDEX_KEY if config.source(GLOBAL_RECORD_INDEX_KEY) != "default"
+        global_on = config.get(GLOBAL_RECORD_INDEX_KEY if from_command(config, GLOBAL_RECORD_INDEX_KEY)
                                else RECORD_INDEX_ALIAS_KEY)
         if given and not global_on and not config.get(PARTITIONED_RECORD_INDEX_KEY):
             kinds.add(_KIND.RECORD_INDEX)
@@ -112,7 +134,7 @@ class MetadataDrop:
     """One drop: the partitions leaving the properties, and what a killed earlier drop left."""
 
     whole: bool                     # the whole metadata table (.hoodie/metadata) goes
-    partitions: tuple[str, ...]     # listed (or inflight) partitions that leave the properties
+    partitions: tuple[str, ...]     # completed partitions that leave the properties (never inflight ones)
     swept: tuple[str, ...]          # folders / index definitions no partition lists any more
     settings: tuple[str, ...]
 
@@ -128,18 +150,25 @@ class MetadataDrop:
 
 def plan_drop(storage: Storage, base_path: str, props: dict[str, str],
               opt_outs: MetadataOptOuts) -> MetadataDrop | None:
-    """What ``opt_outs`` drops from the table whose properties are ``props`` (None: nothing)."""
+    """What ``opt_outs`` drops from the table whose properties are ``props`` (None: nothing).
+
+    Only completed partitions (``hoodie.table.metadata.partitions``) are dropped, as Java's
+    ``HoodieTable.shouldDeleteMetadataPartition`` looks at completed ones only: an ``.inflight``
+    one may belong to an async indexer still building it, so it stays, and the refusal policy
+    (``table.writable``) stops the action unless that partition is maintained or left true; a
+    whole drop is not planned while any partition is inflight (``inflight_blocks_whole_drop``)."""
     if not opt_outs:
         return None
     listed = listed_partitions(props)
+    completed = completed_partitions(props)
     metadata = join(base_path, METADATA_FOLDER)
     if opt_outs.whole:
         if listed:
-            return MetadataDrop(True, listed, (), opt_outs.settings)
+            return MetadataDrop(True, completed, (), opt_outs.settings)
         if storage.exists(metadata):
             return MetadataDrop(True, (), (METADATA_FOLDER,), opt_outs.settings)
         return None
-    dropping = tuple(p for p in listed if opt_outs.drops(p))
+    dropping = tuple(p for p in completed if opt_outs.drops(p))
     swept = []
     if storage.exists(metadata):
         swept = [f"{METADATA_FOLDER}/{entry.name}" for entry in sorted(storage.list_dir(metadata), key=lambda e: e.name)
@@ -175,4 +204,5 @@ def apply_drop(storage: Storage, base_path: str, drop: MetadataDrop) -> None:
 
 __all__ = ["AUTO_DELETE_KEY", "BLOOM_FILTERS_KEY", "COLUMN_STATS_KEY", "ENABLE_KEY", "GLOBAL_RECORD_INDEX_KEY",
            "METADATA_FOLDER", "MetadataDrop", "MetadataOptOuts", "OPT_OUT_KEYS", "PARTITIONED_RECORD_INDEX_KEY",
-           "RECORD_INDEX_ALIAS_KEY", "apply_drop", "listed_partitions", "opt_out_key", "plan_drop"]
+           "RECORD_INDEX_ALIAS_KEY", "apply_drop", "completed_partitions", "from_command", "inflight_partitions",
+           "listed_partitions", "opt_out_key", "plan_drop"]

@@ -58,9 +58,13 @@ LOG_COMPACT = TableAction("log compact", frozenset({_KIND.RECORD_INDEX, _KIND.SE
 # column_stats and bloom_filters, and neither partition_stats (aggregates of the latest slices) nor
 # the record index nor secondary indexes.
 CLEAN = TableAction("clean", frozenset({_KIND.RECORD_INDEX, _KIND.SECONDARY_INDEX, _KIND.PARTITION_STATS}))
-# A rollback's MDT step (Java: an MDT rollback of the instant's deltacommit) reverts every partition.
-ROLLBACK = TableAction("rollback")
-# The runner does all of the above.
+# A rollback's MDT step is Java's MDT rollback: the instant's delta commit T leaves every MDT
+# partition at once (``metadata.maintain`` removes T's log files and timeline files, whichever
+# partitions they are in), so every partition is as it was before T: all stay true.
+ROLLBACK = TableAction("rollback", frozenset(MetadataPartitionType))
+# The runner (``tablesvc run``, ``runner.worker.schedule_due``) compacts, log-compacts, cleans and
+# rolls back: it starts only on a table where every one of them may go ahead (each executor still
+# checks its own action), so a table with record_index or secondary indexes can be served.
 SERVICE = TableAction("service", COMPACT.leaves_true & LOG_COMPACT.leaves_true & CLEAN.leaves_true
                       & ROLLBACK.leaves_true)
 
@@ -69,6 +73,12 @@ def _stale_partitions(listed: tuple[str, ...], action: TableAction) -> list[str]
     # MAINTAINED read at each call: the writer's hook flips it, tests pin it
     kept = metadata_partitions.MAINTAINED | action.leaves_true
     return [p for p in listed if MetadataPartitionType.of(p) not in kept]
+
+
+def keeps_metadata_table(config) -> bool:
+    """The table keeps a metadata table that decides what tablesvc may do (this module alone asks
+    ``TableConfig.has_metadata_table``; the commit's re-check and the drops ask through here)."""
+    return bool(config.has_metadata_table)
 
 
 def metadata_table_refusal(table, action: TableAction, dropping: tuple[str, ...] = (),
@@ -85,6 +95,12 @@ def metadata_table_refusal(table, action: TableAction, dropping: tuple[str, ...]
                 f"{action.name} refused")
     if dropping_whole:
         return None
+    if _KIND.FILES.value.folder not in cfg.metadata_partitions:
+        # hoodie.metadata.enable=true in hoodie.properties without a completed files partition: a
+        # metadata table being built (or left half-built) that tablesvc can neither keep nor skip
+        return (f"{table.base_path}: hoodie.properties says hoodie.metadata.enable=true but "
+                f"hoodie.table.metadata.partitions does not list files (listed: {','.join(listed) or 'none'}): "
+                f"a metadata table tablesvc does not keep; {action.name} refused")
     stale = _stale_partitions(tuple(p for p in listed if p not in dropping), action)
     if not stale:
         return None
@@ -127,4 +143,4 @@ def require_writable(table, action: TableAction) -> None:
 
 
 __all__ = ["CLEAN", "COMPACT", "LOG_COMPACT", "ROLLBACK", "SERVICE", "TableAction", "WRITE", "is_writable",
-           "metadata_table_refusal", "require_writable", "writable_refusal"]
+           "keeps_metadata_table", "metadata_table_refusal", "require_writable", "writable_refusal"]

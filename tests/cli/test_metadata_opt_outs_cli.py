@@ -99,16 +99,39 @@ def test_clean_with_index_opt_outs_drops_them_and_keeps_files_true(copy_of, caps
     assert _agreed_rows(path) == rows
 
 
-def test_a_command_still_refused_is_one_line_and_changes_nothing(copy_of, capsys):
+def test_an_opt_out_of_a_partition_the_table_lacks_drops_nothing(copy_of, capsys):
+    # (a rollback is no longer refused by any known partition: Java's MDT rollback keeps them all
+    # true; the refusals left are in tests/unit/test_metadata_refusals.py and the table-file case below)
     path = copy_of("zips:mor_avro_v9_txns_simple_meta")
     before = tree(path)
-    latest = Table.open(str(path)).timeline().completed_writes()[-1].timestamp
-    # the record index alone: a rollback of a write would leave the secondary indexes stale still
-    rc, out, err = _cli(capsys, "rollback", str(path), "--instant", latest, "--conf",
-                        "hoodie.metadata.record.index.enable=false")
-    assert rc == 2 and out == "" and err.count("\n") == 1, err
-    assert str(path) in err and "secondary_index_" in err and "hoodie.metadata.enable=false" in err
+    rc, out, err = _cli(capsys, "clean", "run", str(path), "--dry-run", "--conf",
+                        "hoodie.metadata.index.bloom.filter.enable=false")
+    assert rc == 0, err
+    assert "metadata table" not in out                   # nothing listed to drop
     assert tree(path) == before
+
+
+def test_metadata_enable_false_in_the_table_file_refuses_instead_of_dropping(copy_of, capsys):
+    """``.hoodie/tablesvc.yaml``'s hoodie.metadata.enable=false is a reader setting (reads list
+    storage), never an order to delete: a changing command is refused in one line naming the
+    key to pass on the command; the same key on the command drops."""
+    path = copy_of("zips:mor_avro_v9_txns_simple_meta")
+    rows = _agreed_rows(path)
+    (path / ".hoodie" / "tablesvc.yaml").write_text("hoodie.metadata.enable: false\n")
+    before = tree(path)
+    assert not Table.open(str(path)).uses_metadata_table       # reads list storage, as before
+    for argv in (("clean", "run", str(path)), ("clean", "run", str(path), "--dry-run"),
+                 ("compaction", "schedule", str(path)), ("logcompaction", "schedule", str(path))):
+        rc, out, err = _cli(capsys, *argv)
+        assert rc == 2 and out == "" and err.count("\n") == 1, (argv, out, err)
+        assert str(path) in err and "--conf hoodie.metadata.enable=false" in err and "tablesvc.yaml" in err
+        assert tree(path) == before
+    assert (path / ".hoodie" / "metadata").is_dir() and "files" in _listed(path).split(",")
+    rc, out, err = _cli(capsys, "clean", "run", str(path), *DROP_WHOLE, "--conf", "hoodie.cleaner.commits.retained=1")
+    assert rc == 0, err
+    assert out.splitlines()[0].startswith("metadata table: done: dropped the metadata table")
+    assert _listed(path) == "" and not (path / ".hoodie" / "metadata").exists()
+    assert _agreed_rows(path) == rows
 
 
 def _without_file_names(rows: list[dict]) -> list[dict]:

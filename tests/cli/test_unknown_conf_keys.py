@@ -59,7 +59,7 @@ def test_a_misspelled_key_in_a_config_file_names_the_file(table, capsys, tmp_pat
 @pytest.mark.parametrize("key", [
     "hoodie.clean.async", "hoodie.clean.max.commits", "hoodie.cleaner.parallelism", "hoodie.archive.automatic",
     "hoodie.compaction.logfile.num.threshold", "hoodie.datasource.write.recordkey.field",
-    "hoodie.metadata.record.index.enable",
+    "hoodie.metadata.bloom.filter.enable",
     "hoodie.write.lock.wait_time_ms_between_retry", "spark.sql.shuffle.partitions", "hoodie.cleaner.commits.retained",
 ])
 def test_keys_hudi_knows_and_known_keys_get_no_warning(table, capsys, key):

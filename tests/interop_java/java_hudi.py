@@ -380,7 +380,8 @@ class JavaHudi:
 
     def read(self, table: JavaTable, as_of: str | None = None) -> list[tuple]:
         got = self.step({"op": "read", "path": table.path, "columns": list(COLUMNS), "as_of": as_of,
-                         "options": {"hoodie.metadata.enable": "true"} if table.files_only_metadata else {}})
+                         "options": {"hoodie.metadata.enable": "true"}
+                         if table.files_only_metadata or table.default_metadata else {}})
         return sorted(tuple(r) for r in got["rows"])
 
     def read_columns(self, table: JavaTable, columns: list[str]) -> list[list]:

@@ -27,7 +27,9 @@ Checks (each difference names its partition, file group, file or column):
   ``HoodieTableMetadataUtil.getLogFileColumnRangeMetadata`` for log files), by Java's
   ``HoodieColumnRangeMetadata.equals`` (min, max, null and value counts, sizes).  The validator
   of the stored source compares only the three ``_hoodie_*`` columns; every indexed column is
-  compared here.
+  compared here.  A log compaction's log file is read block by block (Java's per-file log reader
+  gives nothing for it read alone).  A record of no values (no min/max, zero counts and sizes) for a file Java
+  computes nothing from passes: Java's writer records that for a log of deletes only.
 * **partition_stats** (when the table keeps it): the MDT's records (``PartitionStatsIndexSupport``)
   against the column stats of the MDT-based view's latest slices that have a base file (base
   and logs), merged per column with ``HoodieColumnRangeMetadata.merge`` and made into records
@@ -276,11 +278,42 @@ class _JvmChecks:
         hudi = self.hudi
         path = self._path(partition, name)
         if hudi.common.fs.FSUtils.isLogFile(path):
+            compacted = self._compacted_log_ranges(path, name, columns, version, schema)
+            if compacted is not None:
+                return compacted
             return list(hudi.metadata.HoodieTableMetadataUtil.getLogFileColumnRangeMetadata(
                 path.toString(), partition, self.meta, columns, hudi.common.util.Option.of(schema),
                 self.mdt_config.getMaxReaderBufferSize()))
         utils = hudi.io.storage.HoodieIOFactory.getIOFactory(self.storage).getFileFormatUtils(path)
         return list(utils.readColumnStatsFromMetadata(self.storage, path, columns, version))
+
+    def _compacted_log_ranges(self, path, name: str, columns, version, schema) -> list | None:
+        """A log compaction's log file (its blocks carry ``COMPACTED_BLOCK_TIMES``): the ranges of
+        its data blocks' records, by Java's ``collectColumnRangeMetadata``; None for any other log.
+        Java's per-file reader (``getLogFileColumnRangeMetadata``) returns nothing for such a file
+        read alone, its own log compaction's included: its scanner places a compacted block only
+        where one of the blocks it replaced is read.  Java's writer records the compacted file's
+        records, so that is what is computed here."""
+        hudi, jvm = self.hudi, self.jvm
+        reader = hudi.common.table.log.HoodieLogFormat.newReader(self.storage, hudi.common.model.HoodieLogFile(path), schema)
+        records, compacted = jvm.java.util.ArrayList(), False
+        try:
+            while reader.hasNext():
+                block = reader.next()
+                compacted = compacted or block.isCompactedLogBlock()
+                if block.getBlockType().toString().endswith("_DATA_BLOCK"):
+                    it = block.getRecordIterator(hudi.common.model.HoodieRecord.HoodieRecordType.AVRO)
+                    while it.hasNext():
+                        records.add(it.next())
+                    it.close()
+        finally:
+            reader.close()
+        if not compacted:
+            return None
+        fields = self._java_list(schema.getNestedField(c).get() for c in columns)
+        found = hudi.metadata.HoodieTableMetadataUtil.collectColumnRangeMetadata(
+            records.iterator(), fields, name, schema, self.meta.getStorageConf(), version)
+        return [found.get(k) for k in found.keySet()]
 
     def column_stats(self, partitions: list[str]) -> None:
         if COLUMN_STATS not in self.kept:
@@ -308,6 +341,10 @@ class _JvmChecks:
                     ours, theirs = in_mdt.get((name, column)), computed.get(column)
                     if ours is None and theirs is None:
                         continue
+                    if theirs is None and _counts_nothing(ours):
+                        # a log of deletes only: Java's writer records an empty range for each column
+                        # (no value, no null, no size), its log reader computes none; the same nothing
+                        continue
                     if ours is None:
                         self._diff(COLUMN_STATS, where, f"no record in the metadata table; the file says {theirs.toString()}")
                     elif theirs is None:
@@ -327,6 +364,10 @@ class _JvmChecks:
                 files += [f.getFileName() for f in self._list(s.getLogFiles())]
         merged: dict[str, object] = {}
         for (_, column), ranges in sorted(self._mdt_ranges(partition, files, columns).items()):
+            if _counts_nothing(ranges):
+                # a log of deletes only: no value to merge, and on V2 no value type either, which
+                # Java's merge refuses ("Value types should be the same")
+                continue
             merged[column] = ranges if column not in merged else \
                 hudi.stats.HoodieColumnRangeMetadata.merge(merged[column], ranges)
         if not merged:
@@ -393,6 +434,12 @@ class _JvmChecks:
             self.storage_view.close()
             self.mdt.close()
         return {"differences": self.differences, "compared": self.compared, "skipped": self.skipped}
+
+
+def _counts_nothing(stats) -> bool:
+    """A column range of no values: no minimum, maximum, null, value or size."""
+    return (stats.getMinValue() is None and stats.getMaxValue() is None and stats.getNullCount() == 0
+            and stats.getValueCount() == 0 and stats.getTotalSize() == 0 and stats.getTotalUncompressedSize() == 0)
 
 
 def _same_java(x, y) -> bool:

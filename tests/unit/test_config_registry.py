@@ -181,13 +181,13 @@ def _fake_table(**config) -> SimpleNamespace:
     return SimpleNamespace(base_path="/data/t", config=SimpleNamespace(**values))
 
 
-ALL = (WRITE, COMPACT, LOG_COMPACT, CLEAN, ROLLBACK, SERVICE)
+ALL = (WRITE, COMPACT, LOG_COMPACT, CLEAN, SERVICE)    # a rollback keeps every partition true (Java's MDT rollback)
 
 
 @pytest.mark.parametrize("action", ALL, ids=lambda a: a.name)
 def test_each_action_refuses_a_metadata_table_tablesvc_does_not_update(action, monkeypatch):
     """A partition tablesvc does not maintain (here ``files``, ``MAINTAINED`` pinned empty) stops
-    every action; the policy per action and partition is tests/unit/test_metadata_refusals.py."""
+    every action but a rollback; the policy per action and partition is tests/unit/test_metadata_refusals.py."""
     monkeypatch.setattr("tablesvc.table.metadata_partitions.MAINTAINED", frozenset())
     table = _fake_table(has_metadata_table=True, metadata_partitions=("files",),
                         props={"hoodie.table.metadata.partitions": "files"})
@@ -218,6 +218,14 @@ def test_what_a_compaction_needs_beyond_no_metadata_table(config, refusal, refus
     if "is_mor" in config:
         with pytest.raises(UnsupportedTableError, match="^/data/t: tablesvc writes merge-on-read tables only$"):
             require_writable(table, WRITE)
+
+
+def test_a_rollback_keeps_every_known_partition_true(monkeypatch):
+    """Java's metadata-table rollback takes the instant out of every partition: nothing it knows refuses."""
+    monkeypatch.setattr("tablesvc.table.metadata_partitions.MAINTAINED", frozenset())
+    listed = "bloom_filters,column_stats,files,record_index,secondary_index_x"
+    require_writable(_fake_table(has_metadata_table=True, metadata_partitions=tuple(listed.split(",")),
+                                 props={"hoodie.table.metadata.partitions": listed}), ROLLBACK)
 
 
 def test_only_the_writability_check_asks_about_the_metadata_table():

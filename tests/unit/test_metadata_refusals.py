@@ -25,7 +25,7 @@ from table_builders import tree
 from tablesvc.api import Table
 from tablesvc.config import build_config
 from tablesvc.errors import UnsupportedTableError
-from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions
+from tablesvc.services.metadata_drops import drop_opted_out_partitions
 from tablesvc.services.result import Status
 from tablesvc.storage import LocalStorage
 from tablesvc.table.metadata_opt_outs import MetadataOptOuts
@@ -45,8 +45,10 @@ LEAVES_TRUE = {
     "compact": {"record_index", "secondary_index_rider_idx"},
     "log compact": {"record_index", "secondary_index_rider_idx", "bloom_filters"},
     "clean": {"record_index", "secondary_index_rider_idx", "partition_stats"},
-    "rollback": set(),
-    "service": set(),
+    # Java's MDT rollback takes T out of every partition: all stay true, names tablesvc knows of
+    "rollback": set(PARTITIONS) - {"some_future_index"},
+    # the runner compacts, log-compacts, cleans and rolls back: what all four leave true
+    "service": {"record_index", "secondary_index_rider_idx"},
 }
 KEY = {"files": "hoodie.metadata.enable", "column_stats": "hoodie.metadata.index.column.stats.enable",
        "partition_stats": "hoodie.metadata.index.column.stats.enable",

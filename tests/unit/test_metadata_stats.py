@@ -162,15 +162,17 @@ def test_clean_stubs_tombstones_and_deleted_records():
     index_columns = {"a": ColumnType(ValueType.STRING), "b": ColumnType(ValueType.LONG)}
     from tablesvc.metadata.indexed_columns import ColumnStatsIndex
     index = ColumnStatsIndex(IndexVersion.V2, index_columns)
+    # Java (and files_changes.from_clean) take deletePathPatterns: f2 was already gone when a re-run
+    # deleted, so successDeleteFiles lacks it, yet its records must go too
+    patterns = ("f1.parquet", ".f1_1.log.1_0-1-1", "f2.parquet")
     clean = CleanMetadata("1", 0, 2, "0", {"p": CleanPartitionMetadata(
-        "p", "KEEP_LATEST_COMMITS", success_delete_files=("f1.parquet", ".f1_1.log.1_0-1-1"))})
+        "p", "KEEP_LATEST_COMMITS", delete_path_patterns=patterns, success_delete_files=patterns[:2])})
     j12 = clean_stats_records(clean, index)
     assert j12.column_stats == () and j12.partition_stats == ()
-    assert j12.column_stats_deletes == tuple(column_stats_key(c, "p", f) for f in ("f1.parquet", ".f1_1.log.1_0-1-1")
-                                             for c in ("a", "b"))
+    assert j12.column_stats_deletes == tuple(column_stats_key(c, "p", f) for f in patterns for c in ("a", "b"))
     j15 = clean_stats_records(clean, index, tombstones=False)
     bodies = [r.record["ColumnStatsMetadata"] for r in j15.column_stats]
-    assert len(bodies) == 4 and all(b["isDeleted"] and b["minValue"] is None and b["valueCount"] == 0
+    assert len(bodies) == 6 and all(b["isDeleted"] and b["minValue"] is None and b["valueCount"] == 0
                                     for b in bodies)
 
 

@@ -25,7 +25,7 @@ from tablesvc.services.lifecycle import CLEAN_LIFECYCLE, InstantLifecycle, lease
 from tablesvc.services.metrics import CleanMetrics
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.services.rollback.executor import remove_leftovers
-from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop, preview_drop
+from tablesvc.services.metadata_drops import drop_opted_out_partitions, prepend_drop, preview_drop
 from tablesvc.table.writable import CLEAN, require_writable
 from timeline.instant import Action, Instant, State
 from timeline.payloads import (CleanerPlan, CleanMetadata, CleanPartitionMetadata, decode_cleaner_plan,

@@ -45,7 +45,7 @@ from tablesvc.services.plan_execution import (
 from tablesvc.services.metrics import CompactionMetrics
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.table.meta_fields import FILE_NAME
-from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop
+from tablesvc.services.metadata_drops import drop_opted_out_partitions, prepend_drop
 from tablesvc.table.writable import COMPACT, require_writable
 from tablesvc.spark.file_group_tasks import run_file_group_tasks
 from tablesvc.write.base_file_writer import row_groups, sorted_row_groups, write_base_file

@@ -33,7 +33,7 @@ from tablesvc.services.metrics import CompactionPlanMetrics
 from tablesvc.services.lifecycle import writes_in_progress
 from tablesvc.services.plan_execution import heartbeat_settings, pending_plan_file_groups, schedule_plan
 from tablesvc.services.result import ServiceResult
-from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, with_drop
+from tablesvc.services.metadata_drops import drop_opted_out_partitions, with_drop
 from tablesvc.table.writable import COMPACT, require_writable
 from timeline.active import Timeline
 from timeline.instant import Action

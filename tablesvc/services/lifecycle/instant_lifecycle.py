@@ -29,7 +29,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tablesvc.errors import ConflictError
 from tablesvc.metadata.maintain import update_metadata_table, writes_metadata_table
-from tablesvc.services.lifecycle.requirements import CommitRequirement, StillRequested, check_all, family_state
+from tablesvc.services.lifecycle.requirements import (
+    CommitRequirement, MetadataTableKept, StillRequested, check_all, family_state,
+)
 from tablesvc.services.lifecycle.rules import (
     CompletedElsewhere, HeartbeatFrom, LifecycleRules, Markers, OnFailure, RacingStart, Start,
 )
@@ -225,20 +227,20 @@ class InstantLifecycle:
         file (``metadata.maintain``: Java's order, the metadata table's delta commit first).
 
         None when another process completed the same instant and the rules say that is fine."""
-        requirements = tuple(requirements)
-        keeps_metadata = writes_metadata_table(self.table.config)
         inflight = self.inflight
+        requirements = tuple(requirements) + self._metadata_requirements(inflight)
 
         def precheck(timeline: Timeline) -> None:
             check_all(requirements, self.table, timeline)
-            if keeps_metadata:
+            # decided here, from the properties ``MetadataTableKept`` just read under this lock
+            if writes_metadata_table(self.table.config):
                 update_metadata_table(self.table, inflight, metadata)
 
         try:
             # no requirement and no metadata table: no precheck, and ``complete`` decides from
             # the instant's own files
             done = self.table.timeline_writer.complete(
-                inflight, metadata, precheck if requirements or keeps_metadata else None)
+                inflight, metadata, precheck if requirements or writes_metadata_table(self.table.config) else None)
         except (InstantExistsError, IllegalTransitionError):
             if (self.rules.completed_elsewhere is CompletedElsewhere.IS_FINE
                     and self._state_now(self.inflight.timestamp) is State.COMPLETED):
@@ -262,6 +264,16 @@ class InstantLifecycle:
         self._aborted = True
 
     # -- helpers ------------------------------------------------------------------------------
+    def _metadata_requirements(self, inflight: Instant) -> tuple[CommitRequirement, ...]:
+        """``MetadataTableKept`` on table versions 8 and 9 (checked last, once the action's own
+        requirements held): a Java writer or an indexer may change the metadata table's
+        partitions between ``Table.open`` and this commit.  It costs one read of
+        ``hoodie.properties`` and the timeline's load under the lock."""
+        action = self.rules.table_action
+        if action is None or self.table.config.version < 8:
+            return ()
+        return (MetadataTableKept(action, inflight.timestamp),)
+
     def _beat(self, timestamp: str) -> Heartbeat:
         if self._interval_ms is None:
             raise ValueError(f"the {self.rules.label} lifecycle beats a heartbeat: give its interval")

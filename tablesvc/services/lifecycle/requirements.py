@@ -17,9 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
 
-from tablesvc.errors import ConflictError
+from tablesvc.errors import ConflictError, UnsupportedTableError
+from tablesvc.table.config import TableConfig
+from tablesvc.table.properties import PROPS_FILE, read_properties
+from tablesvc.table.writable import TableAction, keeps_metadata_table, metadata_table_refusal
 from timeline.active import Timeline
 from timeline.instant import Action, State
+from timeline.storage import join
 
 # A fence raises (``timeline.lease.LeaseLostError``) when the caller no longer owns the job;
 # the async runner passes a ``timeline.lease.LeaseFence``, tests and other callers any callable.
@@ -140,5 +144,45 @@ class StillInflight(CommitRequirement):
                                 "inflight: another process completed or rolled it back")
 
 
-__all__ = ["CommitRequirement", "Fence", "LeaseHeld", "StillInflight", "StillRequested", "check_all",
-           "family_state", "lease_requirements"]
+@dataclass(frozen=True)
+class MetadataTableKept(CommitRequirement):
+    """The metadata table is still one this commit may keep true (table versions 8 and 9).
+
+    What the command decided at ``Table.open`` (write the MDT or not, the refusal policy) may be
+    stale by the commit: a Java writer may have initialised the metadata table or added a
+    partition, or an async indexer may have put one in ``….inflight``.  So under the commit's lock
+    ``hoodie.properties`` is read again, ``table.config`` replaced by what it says (the commit then
+    decides from it whether to write the MDT), and ``table.writable``'s policy re-run for this
+    action: a partition it would leave stale refuses (``UnsupportedTableError``, exit 2: retrying
+    cannot help until the partition is dropped).  While an ``indexing`` instant is pending on the
+    data timeline the commit is refused with ``ConflictError`` (exit 3, retry later): the indexer
+    catches up from instants it saw when it planned, and Java's writers wait for it too."""
+
+    name: ClassVar[str] = "metadata-table-kept"
+
+    action: TableAction
+    timestamp: str
+
+    def describe(self) -> str:
+        return (f"hoodie.properties read again: the metadata table's partitions allow {self.action.name} "
+                f"{self.timestamp} and no indexing is pending")
+
+    def check(self, table: Any, timeline: Timeline | None) -> None:
+        before: TableConfig = table.config
+        if before.version < 8:
+            return
+        props = read_properties(table.storage, table.base_path)
+        if props != dict(before.props):
+            table.config = TableConfig.from_properties(props, join(table.base_path, PROPS_FILE))
+        refusal = metadata_table_refusal(table, self.action)
+        if refusal is not None:
+            raise UnsupportedTableError(f"{refusal} (found when committing {self.timestamp}; nothing committed)")
+        indexing = timeline.pending(Action.INDEXING) if timeline is not None else ()
+        if indexing and keeps_metadata_table(table.config):
+            raise ConflictError(f"{table.base_path}: indexing {indexing[0].timestamp} is pending (an indexer is "
+                                f"building metadata partitions); {self.action.name} {self.timestamp} not committed: "
+                                "retry later")
+
+
+__all__ = ["CommitRequirement", "Fence", "LeaseHeld", "MetadataTableKept", "StillInflight", "StillRequested",
+           "check_all", "family_state", "lease_requirements"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from tablesvc.table.writable import CLEAN, COMPACT, LOG_COMPACT, ROLLBACK, WRITE, TableAction
 from timeline.instant import Action
 
 
@@ -73,24 +74,27 @@ class LifecycleRules:
     markers: Markers
     on_failure: OnFailure
     completed_elsewhere: CompletedElsewhere
+    # what the commit does to the table, for the refusal policy re-checked under the commit's lock
+    # (``requirements.MetadataTableKept``); None: not re-checked
+    table_action: TableAction | None = None
 
 
 # One value per action (docs/architecture.md, "One instant lifecycle", has them as a table).
 WRITE_LIFECYCLE = LifecycleRules(
     Action.DELTA_COMMIT, "write", Start.FRESH, RacingStart.RAISE, HeartbeatFrom.BEFORE_REQUEST,
-    Markers.AFTER_HEARTBEAT, OnFailure.ABORT, CompletedElsewhere.FAILS)
+    Markers.AFTER_HEARTBEAT, OnFailure.ABORT, CompletedElsewhere.FAILS, WRITE)
 COMPACTION_LIFECYCLE = LifecycleRules(
     Action.COMPACTION, "compaction", Start.IF_STILL_REQUESTED, RacingStart.CONFLICT, HeartbeatFrom.WITH_START,
-    Markers.AT_COMMIT, OnFailure.LEAVE_INFLIGHT, CompletedElsewhere.FAILS)
+    Markers.AT_COMMIT, OnFailure.LEAVE_INFLIGHT, CompletedElsewhere.FAILS, COMPACT)
 LOG_COMPACTION_LIFECYCLE = LifecycleRules(
     Action.LOG_COMPACTION, "log compaction", Start.IF_STILL_REQUESTED, RacingStart.CONFLICT,
-    HeartbeatFrom.WITH_START, Markers.AT_COMMIT, OnFailure.LEAVE_INFLIGHT, CompletedElsewhere.FAILS)
+    HeartbeatFrom.WITH_START, Markers.AT_COMMIT, OnFailure.LEAVE_INFLIGHT, CompletedElsewhere.FAILS, LOG_COMPACT)
 CLEAN_LIFECYCLE = LifecycleRules(
     Action.CLEAN, "clean", Start.RESUME, RacingStart.JOIN, HeartbeatFrom.NONE, Markers.NONE,
-    OnFailure.LEAVE_INFLIGHT, CompletedElsewhere.IS_FINE)
+    OnFailure.LEAVE_INFLIGHT, CompletedElsewhere.IS_FINE, CLEAN)
 ROLLBACK_LIFECYCLE = LifecycleRules(
     Action.ROLLBACK, "rollback", Start.RESUME, RacingStart.RAISE, HeartbeatFrom.BEFORE_START, Markers.NONE,
-    OnFailure.LEAVE_INFLIGHT, CompletedElsewhere.IS_FINE)
+    OnFailure.LEAVE_INFLIGHT, CompletedElsewhere.IS_FINE, ROLLBACK)
 
 __all__ = ["CLEAN_LIFECYCLE", "COMPACTION_LIFECYCLE", "CompletedElsewhere", "HeartbeatFrom", "LOG_COMPACTION_LIFECYCLE",
            "LifecycleRules", "Markers", "OnFailure", "ROLLBACK_LIFECYCLE", "RacingStart", "Start", "WRITE_LIFECYCLE"]

@@ -48,7 +48,7 @@ from tablesvc.services.plan_execution import (
 from tablesvc.services.log_compaction.planner import ACTION, schedule_log_compaction
 from tablesvc.services.metrics import LogCompactionMetrics
 from tablesvc.services.result import ServiceResult, Status
-from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop
+from tablesvc.services.metadata_drops import drop_opted_out_partitions, prepend_drop
 from tablesvc.table.writable import LOG_COMPACT, require_writable
 from tablesvc.spark.file_group_tasks import run_file_group_tasks
 from tablesvc.write.file_group_writer import log_data_block, write_new_log_file

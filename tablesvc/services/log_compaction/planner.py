@@ -27,7 +27,7 @@ from tablesvc.services.compaction.planner import (
 from tablesvc.services.metrics import LogCompactionPlanMetrics
 from tablesvc.services.plan_execution import schedule_plan
 from tablesvc.services.result import ServiceResult
-from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, with_drop
+from tablesvc.services.metadata_drops import drop_opted_out_partitions, with_drop
 from tablesvc.table.writable import LOG_COMPACT, require_writable
 from timeline.active import Timeline
 from timeline.instant import Action

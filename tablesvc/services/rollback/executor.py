@@ -37,9 +37,10 @@ import time
 from dataclasses import dataclass
 
 from tablesvc.config import load_config, service_config
-from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError
+from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError, UnsupportedTableError
 from tablesvc.fsview.names import PARTITION_METAFILE, UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
 from tablesvc.logformat import read_log_file, rollback_block, write_log_file
+from tablesvc.metadata.maintain import rollback_refusal
 from tablesvc.services.lifecycle import ROLLBACK_LIFECYCLE, InstantLifecycle
 from tablesvc.services.metrics import RollbackMetrics
 from tablesvc.services.result import ServiceResult, Status
@@ -53,7 +54,7 @@ from tablesvc.services.rollback.planner import (
     target_action_name, target_instant,
 )
 from tablesvc.storage import discard_partial_copies
-from tablesvc.services.metadata_opt_outs import drop_opted_out_partitions, prepend_drop, with_drop
+from tablesvc.services.metadata_drops import drop_opted_out_partitions, prepend_drop, with_drop
 from tablesvc.table.writable import ROLLBACK, require_writable
 from tablesvc.write.markers import MARKER_ROOT, delete_markers, list_markers, marker_dir
 from timeline.active import Timeline
@@ -279,6 +280,9 @@ def _rollback(table, t: str, s: _Settings, *, dry_run: bool, allow_completed: bo
             raise InvalidInputError(f"cannot roll back {t}: later instants depend on it: "
                                     f"{_describe(blockers) or 'none'}; roll those back first, newest first")
 
+    held = rollback_refusal(table, t)
+    if held is not None:       # also re-checked under the lock right before R is requested (_request)
+        raise UnsupportedTableError(f"cannot roll back {t}: {held}")
     plan = build_plan(table, timeline, instant)
     summary = PlanSummary.of(plan)
     if dry_run:
@@ -306,6 +310,10 @@ def _request(table, t: str, plan: RollbackPlan, snapshot, instant: Instant, s: _
             problem = f"another rollback of {t} was requested meanwhile; retry"
         elif instant.is_completed and _blockers(timeline, instant):
             problem = f"cannot roll back {t}: later instants depend on it: {_describe(_blockers(timeline, instant))}"
+        held = rollback_refusal(table, t)
+        if held is not None:
+            # before R exists: its commit would refuse after the plan deleted T's files (R pending forever)
+            raise UnsupportedTableError(f"cannot roll back {t}: {held}")
         if problem:
             if failed_only:
                 raise _Skip()
