@@ -14,7 +14,12 @@ behind in an older slice and every reader drops them.
 The sequence, in one partition: an insert makes file group F (base B0); a Java upsert of new keys is
 killed (SIGKILL) once its merge of F is on disk (F's uncommitted slice R); an update of three F keys
 goes, as a log, into F's committed slice B0; an insert of new keys then pads F.  With Hudi's default
-limit the three updates are lost (all three readers agree); with the recipe's limit 0 nothing is.
+limit the three updates are lost (all three readers agree).
+
+With the recipe's limit 0 no insert pads anything: on a second table, in the same Java driver, an insert
+beside F (a small base file, no logs: a candidate under the default) starts a new file group and leaves F
+alone.  Padding is the only write outside compaction that rewrites a base file, so the loss above cannot
+happen; this costs two small writes instead of a second killed write.
 """
 
 from __future__ import annotations
@@ -74,14 +79,21 @@ def kill_write_once_on_disk(setup: JavaHudiSetup, table: JavaTable, work_dir: Pa
         driver.close()
 
 
-@pytest.mark.parametrize("small_file_limit", [None, "0"], ids=["hudi-default", "recipe-0"])
-def test_a_failed_writes_slice_padded_over_committed_logs(small_file_limit, java_hudi_setup, start_java_hudi,
-                                                          spark, tmp_path):
+def file_groups(path: str) -> dict[str, list[str]]:
+    """Base files by file group id."""
+    groups: dict[str, list[str]] = {}
+    for name in base_files(path):
+        groups.setdefault(name.split("_")[0], []).append(name)
+    return groups
+
+
+def test_a_failed_writes_slice_padded_over_committed_logs(java_hudi_setup, start_java_hudi, spark, tmp_path):
     bundle = java_hudi_setup.bundle_for(6)
     assert bundle.version == "0.15.0", f"this pins Hudi 0.15.0's small-file handling; the bundle is {bundle.label}"
-    writer = dict(LAZY_OCC, **({"hoodie.parquet.small.file.limit": small_file_limit} if small_file_limit else {}))
-    table = JavaTable(str(tmp_path / "table"), "small_file_padding", 6, bundle, writer=tuple(writer.items()))
     java = start_java_hudi(bundle, tmp_path / "java")
+
+    # -- Hudi's default limit: the logged updates are lost ----------------------------------------------------
+    table = JavaTable(str(tmp_path / "table"), "small_file_padding", 6, bundle, writer=tuple(LAZY_OCC.items()))
     model = EventTimeModel()
 
     def write(operation: str, batch: list[tuple]) -> None:
@@ -94,24 +106,19 @@ def test_a_failed_writes_slice_padded_over_committed_logs(small_file_limit, java
 
     killed, files = kill_write_once_on_disk(java_hudi_setup, table, tmp_path / "java-killed")
     assert killed in pending_times(table.path), killed
+    # the precondition of the loss: the failed write's file is a merge of F (F's uncommitted slice R)
     names = [f.name for f in files]
-    if small_file_limit is None:
-        # the precondition of the loss: the failed write's file is a merge of F (F's uncommitted slice R)
-        assert any(n.startswith(fid + "_") and n.endswith(f"_{killed}.parquet") for n in names), names
+    assert any(n.startswith(fid + "_") and n.endswith(f"_{killed}.parquet") for n in names), names
 
     write("upsert", rows((1, 2, 3), 2000, "u-"))                               # logs, into F's slice B0
     logs = sorted(f.name for f in (Path(table.path) / PART).iterdir() if f.name.startswith(f".{fid}_{b0}.log."))
     assert logs, f"the update made no log file in F's committed slice {b0}: {sorted(os.listdir(table.path))}"
 
-    write("insert", rows(range(20, 25), 3000, "n-"))                           # pads F (default) or not (0)
-    readers = ThreeReaders(java, table, spark)
-    if small_file_limit == "0":
-        readers.check("an insert after a failed write and a logged update, small files not padded", model.rows())
-        return
-    # Hudi's default: all three readers agree with each other and lack exactly the three logged updates
+    write("insert", rows(range(20, 25), 3000, "n-"))                           # pads F from R
+    # all three readers agree with each other and lack exactly the three logged updates
     expected = {r[0]: r for r in model.rows()} | {r[0]: r for r in rows((1, 2, 3), 1000, "i-")}
-    readers.check("Hudi 0.15.0 padded the failed write's slice: the logged updates are lost",
-                  sorted(expected.values()))
+    ThreeReaders(java, table, spark).check("Hudi 0.15.0 padded the failed write's slice: the logged updates are lost",
+                                           sorted(expected.values()))
     # how: the last insert rewrote F at its own instant from B0's base file alone (its rows keep B0's commit
     # time), while the log with the updates stays in the older slice B0
     last = max(f.requested for f in instant_files(table.path) if f.action == "deltacommit" and f.state == "completed")
@@ -120,3 +127,22 @@ def test_a_failed_writes_slice_padded_over_committed_logs(small_file_limit, java
     t = pq.read_table(merged, columns=["_hoodie_record_key", "_hoodie_commit_time", "val"]).to_pylist()
     assert {r["_hoodie_commit_time"] for r in t if r["_hoodie_record_key"] in ("k00001", "k00002", "k00003")} == {b0}
     assert logs == sorted(f.name for f in (Path(table.path) / PART).iterdir() if f.name.startswith(f".{fid}_{b0}.log."))
+
+    # -- the recipe's limit 0: nothing is padded ---------------------------------------------------------------
+    recipe = JavaTable(str(tmp_path / "recipe"), "small_file_limit_0", 6, bundle,
+                       writer=tuple(dict(LAZY_OCC, **{"hoodie.parquet.small.file.limit": "0"}).items()))
+    recipe_model = EventTimeModel()
+
+    def write_recipe(operation: str, batch: list[tuple]) -> None:
+        java.write(recipe, operation, batch)
+        recipe_model.apply(operation, batch)
+
+    write_recipe("insert", rows(range(20), 1000, "i-"))                       # F: small, no logs
+    ((f_id, f_files),) = file_groups(recipe.path).items()
+    write_recipe("insert", rows(range(20, 25), 3000, "n-"))                   # a candidate under the default
+    groups = file_groups(recipe.path)
+    assert groups[f_id] == f_files, f"limit 0: F ({f_files}) was rewritten: {groups}"
+    new = [g for g in groups if g != f_id]
+    assert len(new) == 1 and len(groups[new[0]]) == 1, f"limit 0: the insert did not start one new file group: {groups}"
+    ThreeReaders(java, recipe, spark).check("limit 0: the insert beside a small log-free file group started a new one",
+                                            recipe_model.rows())
