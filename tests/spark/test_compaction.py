@@ -361,8 +361,13 @@ def test_compaction_of_tables_apache_hudi_wrote_reads_the_same_in_hudi_rs(tmp_pa
             assert s.base_instant == results[0].instant and not s.log_files
 
 
-def test_table_with_a_metadata_table_is_refused_and_left_unchanged(tmp_path):
+def test_metadata_table_turned_off_in_tablesvc_yaml_is_refused_and_left_unchanged(tmp_path):
+    # hoodie.metadata.enable=false in .hoodie/tablesvc.yaml makes tablesvc's reads list storage; a
+    # change would then leave the metadata table behind, so it is refused (only the command's own
+    # --conf drops the metadata table).  Tables whose metadata table tablesvc keeps are compacted:
+    # tests/spark/test_metadata_stats_write.py.
     path = copy_table(TABLES_DIR / "v8_trips_8i3u1d", tmp_path)
+    (path / ".hoodie" / "tablesvc.yaml").write_text("hoodie.metadata.enable: false\n")
     state = tree_state(path)
     for action in ("schedule", "run"):
         with pytest.raises(UnsupportedTableError) as info:

@@ -711,12 +711,13 @@ def test_eager_rollback_follows_the_failed_writes_policy(tmp_path):
     w.check()
 
 
-def test_rollback_refuses_a_table_with_a_metadata_table(tmp_path):
+def test_rollback_refuses_a_metadata_table_turned_off_in_tablesvc_yaml(tmp_path):
     from fixture_tables import TABLES_DIR, copy_table
     from tablesvc.errors import UnsupportedTableError
     from tablesvc.services.rollback import rollback_failed
 
     path = copy_table(TABLES_DIR / "v8_trips_8i3u1d", tmp_path)
+    (path / ".hoodie" / "tablesvc.yaml").write_text("hoodie.metadata.enable: false\n")
     with pytest.raises(UnsupportedTableError, match="metadata table"):
         rollback_failed(Table.open(str(path)))
 

@@ -177,13 +177,14 @@ def test_run_refuses_bad_arguments_with_exit_2(tmp_path, capsys):
     assert cli(["run", str(tmp_path), "--lease-seconds", "0", "--once"]) == 2
 
 
-def test_run_refuses_a_table_with_a_metadata_table(tmp_path, fixture_root, capsys):
+def test_run_refuses_a_metadata_table_turned_off_in_tablesvc_yaml(tmp_path, fixture_root, capsys):
     import shutil
 
     from helpers import data_files
 
     path = tmp_path / "mdt"
     shutil.copytree(fixture_root.path("v8_trips_8i3u1d"), path)
+    (path / ".hoodie" / "tablesvc.yaml").write_text("hoodie.metadata.enable: false\n")
     before = {f: (path / f).read_bytes() for f in data_files(path)}
     assert cli(["run", str(path), "--once"]) == 2
     assert "metadata table" in capsys.readouterr().err
