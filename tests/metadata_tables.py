@@ -84,3 +84,20 @@ def storage_listing(path) -> dict[str, dict[str, int]]:
         if files:
             out["" if rel == "." else rel] = files
     return out
+
+
+def check_listing_slices_and_rows(table, path, model: dict, columns: tuple[str, ...], step: str) -> None:
+    """After ``step``: the metadata table's listing equals storage's; tablesvc's slices (through the
+    metadata table), hudi-rs's and a storage listing's are equal; hudi-rs's rows and tablesvc's
+    equal the model (key -> the other ``columns``)."""
+    from oracles.hudi_rs import sorted_rows
+
+    expected = sorted((k, *v) for k, v in model.items())
+    try:
+        assert metadata_listing(table) == storage_listing(path)
+        assert tablesvc_slices(table) == hudi_rs_slice_rows(path) == storage_slices(table)
+        assert sorted_rows(path, columns) == expected
+        ours = table.read(columns=list(columns)).collect()
+        assert sorted(tuple(r[c] for c in columns) for r in ours) == expected
+    except AssertionError as e:
+        raise AssertionError(f"after {step}: {e}") from e

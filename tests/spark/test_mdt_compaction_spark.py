@@ -13,7 +13,8 @@ from pyspark.sql import functions as F
 
 from fixture_tables import copy_table
 from metadata_tables import (
-    hudi_rs_slice_rows, keep_only_files_partition, metadata_listing, storage_listing, storage_slices, tablesvc_slices,
+    check_listing_slices_and_rows,
+    keep_only_files_partition,
 )
 from tablesvc.api import Table
 from tablesvc.metadata import MetadataTable
@@ -26,15 +27,7 @@ COLUMNS = ("txn_id", "txn_ts", "merchant_name")
 
 def _check(path, model: dict, step: str) -> None:
     table = Table.open(str(path))
-    expected = sorted((k, *v) for k, v in model.items())
-    try:
-        assert metadata_listing(table) == storage_listing(path)
-        assert tablesvc_slices(table) == hudi_rs_slice_rows(path) == storage_slices(table)
-        assert hudi_rs_rows(path, COLUMNS) == expected
-        ours = table.read(columns=list(COLUMNS)).collect()
-        assert sorted(tuple(r[c] for c in COLUMNS) for r in ours) == expected
-    except AssertionError as e:
-        raise AssertionError(f"after {step}: {e}") from e
+    check_listing_slices_and_rows(table, path, model, COLUMNS, step)
 
 
 def _mdt(path) -> MetadataTable:
