@@ -40,6 +40,11 @@ The invariants and the rule each one is checked by:
    than its request time; with a ``history`` (``InstantHistory``, kept by the caller across
    calls) every timestamp or completion time not seen before is later than every time seen
    before, so a rolled-back instant's time is never reused.
+6. **metadata table == storage** (a table whose ``hoodie.table.metadata.partitions`` lists
+   ``files``; after every step, crashes included): the latest file slices tablesvc lists through
+   the metadata table equal those of a storage listing (the metadata table switched off: only
+   completed instants' files count) and those hudi-rs lists (through the metadata table, v8+),
+   file names and sizes; and every file the metadata table lists exists in storage with that size.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+
+from timeline.storage import join
 
 
 MAX_REPORTED = 8          # differences listed per check: enough to see the pattern
@@ -98,9 +105,18 @@ def check_invariants(base_path: str, expected: dict | None = None, *, key_field:
         except Exception as e:
             out.append(f"{name}: the check raised {type(e).__name__}: {e}")
 
+    from tablesvc.metadata import lists_files
+
+    with_mdt = lists_files(table.config) and table.metadata_enabled
+    blind = _hudi_rs_blind_spot(table, timeline)
+    rs = None
+    if with_mdt and not blind:      # one hudi-rs handle for its rows and its slices (one listing)
+        from oracles.hudi_rs import hudi_table
+
+        rs = hudi_table(base_path)
     if expected is not None:
-        if not _hudi_rs_blind_spot(table, timeline):
-            run("hudi-rs snapshot", lambda: _compare("hudi-rs", _hudi_rs_rows(base_path, key_field, columns),
+        if not blind:
+            run("hudi-rs snapshot", lambda: _compare("hudi-rs", _hudi_rs_rows(base_path, key_field, columns, rs),
                                                      expected))
         run("tablesvc snapshot", lambda: _compare("tablesvc reader", _tablesvc_rows(table, key_field, columns),
                                                   expected))
@@ -111,7 +127,53 @@ def check_invariants(base_path: str, expected: dict | None = None, *, key_field:
     run("needed files", lambda: _needed_file_violations(table, timeline))
     run("orphans", lambda: _orphan_violations(table, timeline, recovered))
     run("instant times", lambda: _instant_time_violations(timeline, history))
+    if with_mdt:
+        run("metadata table", lambda: _metadata_table_violations(table, timeline, rs))
     return out
+
+
+# -- 6. metadata table == storage --------------------------------------------------------------------
+def _metadata_table_violations(table, timeline, rs) -> list[str]:
+    """``rs``: hudi-rs's handle on the table (None: hudi-rs is not asked, ``_hudi_rs_blind_spot``)."""
+    from oracles.hudi_rs import read_options
+    from tablesvc.fsview.view import FileSystemView
+    from tablesvc.metadata import MetadataFileListing
+
+    def slices(listing) -> list[tuple]:
+        view = FileSystemView.build(table.storage, table.base_path, table.config, timeline, listing=listing)
+        return sorted((s.partition, s.file_id, s.base_file.file_name if s.base_file else None,
+                       tuple(lf.file_name for lf in s.log_files), s.base_file.size if s.base_file else None,
+                       tuple(lf.size for lf in s.log_files)) for s in view.latest_file_slices(table.storage))
+
+    out: list[str] = []
+    mdt = MetadataFileListing(table.storage, table.base_path, timeline)      # read once
+    through, listed = slices(mdt), slices(None)
+    if through != listed:
+        only_mdt, only_storage = sorted(set(through) - set(listed)), sorted(set(listed) - set(through))
+        out += [f"metadata table: slice {s} listed through the metadata table, not from storage"
+                for s in only_mdt[:MAX_REPORTED]]
+        out += [f"metadata table: slice {s} listed from storage, not through the metadata table"
+                for s in only_storage[:MAX_REPORTED]]
+    if rs is not None:
+        rs = sorted((s.partition_path, s.file_id, s.base_file_name or None, tuple(s.log_file_names),
+                     s.base_file_size if s.base_file_name else None, tuple(s.log_file_sizes))
+                    for s in rs.get_file_slices(read_options()))
+        if rs != listed:
+            out += [f"metadata table: hudi-rs lists slice {s}, storage does not"
+                    for s in sorted(set(rs) - set(listed))[:MAX_REPORTED]]
+            out += [f"metadata table: hudi-rs does not list slice {s} that storage has"
+                    for s in sorted(set(listed) - set(rs))[:MAX_REPORTED]]
+    for partition, files in {p: mdt.files(p) for p in mdt.partitions()}.items():
+        folder = join(table.base_path, partition) if partition else table.base_path
+        for name, size in sorted(files.items())[:1000]:
+            try:
+                actual = table.storage.stat(join(folder, name)).size
+            except FileNotFoundError:
+                out.append(f"metadata table: lists {partition}/{name} ({size} bytes), which storage lacks")
+                continue
+            if actual != size:
+                out.append(f"metadata table: lists {partition}/{name} at {size} bytes, storage has {actual}")
+    return out[:3 * MAX_REPORTED]
 
 
 # -- 1. snapshot == model --------------------------------------------------------------------------
@@ -121,9 +183,12 @@ def _keyed(rows: list[dict], key_field: str, columns: tuple[str, ...]) -> tuple[
     return {r[key_field]: tuple(r[c] for c in columns) for r in rows}, twice
 
 
-def _hudi_rs_rows(base_path: str, key_field: str, columns: tuple[str, ...]):
-    from oracles.hudi_rs import read_rows
+def _hudi_rs_rows(base_path: str, key_field: str, columns: tuple[str, ...], handle=None):
+    from oracles.hudi_rs import read_options, read_rows
 
+    if handle is not None:
+        rows = [r for b in handle.read(read_options()) for r in b.to_pylist()]
+        return _keyed(rows, key_field, columns)
     return _keyed(read_rows(base_path), key_field, columns)
 
 

@@ -90,10 +90,17 @@ def check_listing_slices_and_rows(table, path, model: dict, columns: tuple[str, 
     """After ``step``: the metadata table's listing equals storage's; tablesvc's slices (through the
     metadata table), hudi-rs's and a storage listing's are equal; hudi-rs's rows and tablesvc's
     equal the model (key -> the other ``columns``)."""
+    check_listing_slices_and_row_tuples(table, path, [(k, *v) for k, v in model.items()], columns, step)
+
+
+def check_listing_slices_and_row_tuples(table, path, rows: list[tuple], columns: tuple[str, ...],
+                                        step: str) -> None:
+    """``check_listing_slices_and_rows`` with the model as row tuples in ``columns`` order."""
     from oracles.hudi_rs import sorted_rows
 
-    expected = sorted((k, *v) for k, v in model.items())
+    expected = sorted(rows)
     try:
+        assert table.uses_metadata_table
         assert metadata_listing(table) == storage_listing(path)
         assert tablesvc_slices(table) == hudi_rs_slice_rows(path) == storage_slices(table)
         assert sorted_rows(path, columns) == expected

@@ -278,19 +278,22 @@ class RunStats:
     seconds: float = 0.0
 
 
-def reproducer(seed: int, steps: int, version: int) -> str:
-    return (f"python tests/model_state_machine.py --seed {seed} --steps {steps} --version {version}   (or "
+def reproducer(seed: int, steps: int, version: int, metadata: bool = False) -> str:
+    mdt = " --metadata" if metadata else ""
+    return (f"python tests/model_state_machine.py --seed {seed} --steps {steps} --version {version}{mdt}   (or "
             f"TABLESVC_MODEL_SEED={seed} TABLESVC_MODEL_STEPS={steps} TABLESVC_MODEL_VERSION={version} "
+            f"TABLESVC_MODEL_METADATA={int(metadata)} "
             "python -m pytest tests/crash_model/test_model_based.py -k reproduce)")
 
 
 class ModelRun:
-    def __init__(self, seed: int, steps: int, version: int, workdir: str):
+    def __init__(self, seed: int, steps: int, version: int, workdir: str, metadata: bool = False):
         from timeline.clock import ManualClock
 
         self.seed, self.steps, self.version = seed, steps, version
+        self.metadata = metadata      # the table is created with a metadata table (v8/v9: files)
         self.rng = random.Random(seed)
-        self.path = os.path.join(workdir, f"model_v{version}_seed{seed}")
+        self.path = os.path.join(workdir, f"model_v{version}{'_mdt' if metadata else ''}_seed{seed}")
         self.clock = ManualClock(1_700_000_000_000)
         self.model = Model()
         self.history = InstantHistory()
@@ -308,7 +311,7 @@ class ModelRun:
         from tablesvc.api import Table, TableSpec
 
         Table.create(self.path, TableSpec("model", ("uuid",), "ts", ("city",), table_version=self.version,
-                                          num_buckets=2), clock=self.clock)
+                                          num_buckets=2, metadata_table=self.metadata), clock=self.clock)
         Path(self.path, ".hoodie", "tablesvc.yaml").write_text(TABLE_YAML.format(retained=self.rng.randint(1, 3)))
         self.config = load_config(LocalStorage(), table_path=self.path)
 
@@ -490,7 +493,7 @@ class ModelRun:
     def failure(self, record: StepRecord, violations: list[str]) -> ModelFailure:
         lines = [f"model-based test failed: seed {self.seed}, table version {self.version}, at step {record.number} "
                  f"({record.kind})",
-                 f"reproduce: {reproducer(self.seed, self.steps, self.version)}",
+                 f"reproduce: {reproducer(self.seed, self.steps, self.version, self.metadata)}",
                  f"table: {self.path}", "violations:"]
         lines += [f"  {v}" for v in violations]
         lines.append("steps:")
@@ -539,11 +542,13 @@ def scratch_dir() -> str:
     return tempfile.mkdtemp(prefix="tablesvc-model-", dir=shm if os.access(shm, os.W_OK) else None)
 
 
-def run_model(seed: int, steps: int, version: int = 8, workdir: str | None = None, keep: bool = False) -> RunStats:
-    """One seeded run; raises ``ModelFailure`` (the table is then kept for inspection)."""
+def run_model(seed: int, steps: int, version: int = 8, workdir: str | None = None, keep: bool = False,
+              metadata: bool = False) -> RunStats:
+    """One seeded run; raises ``ModelFailure`` (the table is then kept for inspection).
+    ``metadata``: the table gets a metadata table at creation (v8/v9), which every commit keeps."""
     own = workdir is None
     workdir = workdir or scratch_dir()
-    run = ModelRun(seed, steps, version, workdir)
+    run = ModelRun(seed, steps, version, workdir, metadata)
     stats = run.run()
     if own and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -556,10 +561,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--version", type=int, default=8, choices=(6, 8, 9))
     parser.add_argument("--keep", help="run in this folder and keep the table")
+    parser.add_argument("--metadata", action="store_true", help="create the table with a metadata table (v8/v9)")
     args = parser.parse_args(argv)
     workdir = args.keep or scratch_dir()
     try:
-        stats = run_model(args.seed, args.steps, args.version, workdir)
+        stats = run_model(args.seed, args.steps, args.version, workdir, metadata=args.metadata)
     except ModelFailure as e:
         print(e, file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@ minutes, with seeded disturbances, then the invariants and the figures.
 
     python tests/soak.py [--minutes 3] [--seed 1] [--workdir DIR] [--table-version 8] [--cover] [--json]
 
-* The table (`soak`, key `uuid`, ordering `ts`, partitioned by `city`, bucket index) keeps the
+* The table (`soak`, key `uuid`, ordering `ts`, partitioned by `city`, bucket index; on v8 with
+  a metadata table (`files`) unless `--no-metadata-table`, as `tablesvc init` creates it) keeps the
   settings every process shares in its `.hoodie/tablesvc.yaml`: heartbeats of 1 s, compaction
   after 8 delta commits, log compaction at 3 log blocks, clean keeping 2 commits (the writer's
   inline services fire earlier: tests/soak_writer.py); 2 buckets per partition.
@@ -262,8 +263,12 @@ class Soak:
 
     # -- set-up -----------------------------------------------------------------------------------
     def create_table(self) -> None:
+        # a metadata table (files) as `tablesvc init` builds by default on v8; every process keeps it
+        # true, and check_invariants compares it with storage and hudi-rs at the end
+        metadata = self.args.table_version >= 8 and not self.args.no_metadata_table
         Table.create(str(self.table), TableSpec("soak", ("uuid",), "ts", ("city",),
-                                                table_version=self.args.table_version, num_buckets=BUCKETS))
+                                                table_version=self.args.table_version, num_buckets=BUCKETS,
+                                                metadata_table=metadata))
         (self.table / ".hoodie" / "tablesvc.yaml").write_text("".join(f"{k}: {v}\n" for k, v in TABLE_YAML.items()))
 
     # -- the run ----------------------------------------------------------------------------------
@@ -573,6 +578,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", type=Path, help="folder for the table and the logs (default: a new temporary one)")
     p.add_argument("--table-version", type=int, choices=(6, 8), default=8)
+    p.add_argument("--no-metadata-table", action="store_true",
+                   help="create the v8 table without a metadata table (default: with one, as tablesvc init)")
     p.add_argument("--cover", action="store_true",
                    help="if no takeover or not every service happened within --minutes, go on (with more "
                         f"disturbances) until they did, for at most {EXTEND_FACTOR}x --minutes more")

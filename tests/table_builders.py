@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from tablesvc.demo.sample_table import build_sample_table
 from tablesvc.fsview.names import BaseFileName
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+from tablesvc.metadata.maintain import update_metadata_table, writes_metadata_table
 from tablesvc.services.compaction.planner import v6_pending_compaction_targets
 from tablesvc.api import Table
 from tablesvc.write import (
@@ -76,7 +77,12 @@ def write_without_spark(table: Table, batch: pa.Table, operation: str, *, stage:
     if complete:
         md = CommitMetadata(partition_to_write_stats={p: tuple(v) for p, v in stats.items()},
                             extra_metadata={"schema": schema}, operation_type=operation.upper())
-        writer.complete(inflight, encode_commit_metadata(md, cfg.layout))
+        payload = encode_commit_metadata(md, cfg.layout)
+        # a table with a metadata table: its delta commit T first, under the same lock hold, as
+        # the writer's commit point (InstantLifecycle.commit) does
+        keep_metadata = (lambda _timeline: update_metadata_table(table, inflight, payload)) \
+            if writes_metadata_table(cfg) else None
+        writer.complete(inflight, payload, keep_metadata)
         delete_markers(table.storage, table.base_path, t)
     return t, stats
 

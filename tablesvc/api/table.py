@@ -52,7 +52,14 @@ class Table:
                clock: Clock | None = None) -> "Table":
         base = normalize_path(path)
         storage = storage or storage_for(base)
-        config = create_table(storage, base, spec)
+        prepare = None
+        if spec.metadata_table:       # built before hoodie.properties exists (metadata/bootstrap.py)
+            from tablesvc.metadata.bootstrap import with_metadata_table
+
+            generator = InstantTimeGenerator(clock or SystemClock(), resolve_timezone("UTC"))
+            prepare = lambda props: with_metadata_table(  # noqa: E731
+                storage, base, props, generator, column_stats=spec.metadata_column_stats)
+        config = create_table(storage, base, spec, prepare)
         return cls(base, storage, config, clock)
 
     # -- timeline ------------------------------------------------------------------------------

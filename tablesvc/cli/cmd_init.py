@@ -1,4 +1,8 @@
-"""``tablesvc init PATH --name N --record-key K [...]``: create an empty MOR table."""
+"""``tablesvc init PATH --name N --record-key K [...]``: create an empty MOR table.
+
+``hoodie.metadata.enable`` (``--conf``/``--config``) decides whether the table gets a metadata
+table; unset, table versions 8 and 9 get one (as a Java Spark writer's default) and version 6 none
+(tablesvc keeps no version-6 metadata table: asking for one there is refused, exit 2)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,10 @@ import argparse
 from tablesvc.cli.output import print_json, say
 from tablesvc.errors import InvalidInputError
 from tablesvc.api import MergeMode, Table, TableSpec
+
+
+METADATA_ENABLE = "hoodie.metadata.enable"
+COLUMN_STATS_ENABLE = "hoodie.metadata.index.column.stats.enable"
 
 
 def _fields(text: str | None) -> tuple[str, ...]:
@@ -35,14 +43,21 @@ def run(args: argparse.Namespace) -> int:
 
     if os.path.isdir(args.path) and os.listdir(args.path) and not os.path.isdir(os.path.join(args.path, ".hoodie")):
         raise InvalidInputError(f"{os.path.abspath(args.path)} exists and is not empty; choose a new folder")
+    cfg = args.service_config
+    metadata_table = (args.table_version >= 8 if cfg.source(METADATA_ENABLE) == "default"
+                      else bool(cfg.get(METADATA_ENABLE)))
     spec = TableSpec(name=args.name, record_key_fields=_fields(args.record_key),
                      ordering_field=args.ordering_field or None, partition_fields=_fields(args.partition_field),
                      table_version=args.table_version, hive_style_partitioning=not args.no_hive_style,
                      merge_mode=MergeMode(args.merge_mode) if args.merge_mode else None,
-                     num_buckets=args.buckets)
+                     num_buckets=args.buckets, metadata_table=metadata_table,
+                     metadata_column_stats=bool(cfg.get(COLUMN_STATS_ENABLE)))
     table = Table.create(args.path, spec)
     if args.json:
         print_json(table.config.summary() | {"path": table.base_path})
     else:
-        say(f"created table {table.config.name} (version {table.config.version}, MERGE_ON_READ) at {table.base_path}")
+        partitions = ",".join(table.config.metadata_partitions)
+        mdt = f", metadata table: {partitions}" if partitions else ", no metadata table"
+        say(f"created table {table.config.name} (version {table.config.version}, MERGE_ON_READ{mdt}) at "
+            f"{table.base_path}")
     return 0

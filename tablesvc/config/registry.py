@@ -120,7 +120,8 @@ _KEYS = [
               "Readers: list a table's files through its metadata table (the files partition) when "
               "hoodie.table.metadata.partitions names files; false lists storage (docs/metadata-table.md). "
               "Commands that change the table: false drops the metadata table first, as Java's writer does "
-              "(docs/metadata-table.md, 'Refusals and opt-outs')."),
+              "(docs/metadata-table.md, 'Refusals and opt-outs').  tablesvc init: build a metadata table "
+              "(unset: yes on table versions 8 and 9, no on 6; true with version 6 is refused)."),
     # Dropping metadata-table partitions (Java's HoodieMetadataConfig keys and defaults).  tablesvc
     # drops a partition only when a key below is SET to false (any layer but the default): with the
     # default it refuses instead, where a default Java 1.2 writer would drop silently.

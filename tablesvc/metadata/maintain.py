@@ -20,20 +20,29 @@ storage), gets nothing.  Whether an action may run on a table at all is decided 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.metadata.files_changes import from_clean, from_commit
 from tablesvc.metadata.listing import lists_files
 from tablesvc.metadata.mdt_compaction import compact_if_due
 from tablesvc.metadata.stats_changes import stats_changes
-from tablesvc.metadata.writer import MetadataTableWriter, cannot_remove_message
+from tablesvc.metadata.record_index import record_index_changes
+from tablesvc.metadata.secondary_index import NO_CHANGES_OPERATIONS as SI_NO_CHANGES_OPERATIONS
+from tablesvc.metadata.secondary_index import SecondaryIndexChanges, keyed_inserts, listed_secondary_partitions
+from tablesvc.metadata.secondary_index import group_key as si_group_key
+from tablesvc.metadata.secondary_index import secondary_indexes
+from tablesvc.metadata.write_key_changes import RECORD_INDEX, WriteKeyChanges
+from tablesvc.metadata.writer import MetadataTableWriter, PartitionRecords, cannot_remove_message
 from tablesvc.table.config import TableConfig
 from tablesvc.table.metadata_opt_outs import listed_partitions
 from tablesvc.table.metadata_partitions import MetadataPartitionType
+from timeline.errors import ConflictError
 from timeline.instant import Action, Instant, State
 from timeline.payloads import CleanMetadata, CommitMetadata, RollbackMetadata, decode_payload
 
+# delta commits that are not writes: keys keep their file groups (Java writes no RLI records)
+NO_KEY_CHANGE_OPERATIONS = frozenset({"LOG_COMPACT", "COMPACT", "CLUSTER"})
 FIRST_VERSION_WRITTEN = 8       # v6 metadata tables (Hudi 0.x layout and payload rules) are not written
 
 
@@ -43,11 +52,17 @@ def writes_metadata_table(config: TableConfig) -> bool:
     return lists_files(config)
 
 
-def update_metadata_table(table: Any, instant: Instant, payload: bytes) -> Instant | None:
+def update_metadata_table(table: Any, instant: Instant, payload: bytes,
+                          key_changes: WriteKeyChanges | None = None,
+                          secondary_index: Mapping[str, SecondaryIndexChanges] | None = None) -> Instant | None:
     """The metadata table's update for ``instant`` (the data instant about to complete, with the
     completed file's ``payload``); ``table`` gives ``storage``, ``base_path``, ``config`` and
-    ``instant_times``.  Returns the metadata table's completed delta commit, or None when the
-    action writes none (a rollback) or the table has no metadata table to keep."""
+    ``instant_times``.  ``key_changes``: a write's inserted/updated/deleted keys, as its tasks
+    reported them (``write_key_changes``; needed when ``record_index`` is listed).
+    ``secondary_index``: a write's changes to each secondary index (``spark.secondary_index_job``;
+    needed when a ``secondary_index_*`` partition is listed).  Returns the
+    metadata table's completed delta commit, or None when the action writes none (a rollback) or
+    the table has no metadata table to keep."""
     config: TableConfig = table.config
     if not writes_metadata_table(config):
         return None
@@ -73,10 +88,85 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes) -> Insta
     # column_stats / partition_stats, when listed: in the same delta commit T (stats_changes)
     stats, schemas = stats_changes(table, mdt, instant.timestamp, decoded)
     changes.update(stats)
+    # record_index, when listed: a write's inserted and deleted keys (record_index; nothing for
+    # a compaction, log compaction or clean, as Java)
+    if RECORD_INDEX in listed_partitions(config.props):
+        records = _record_index_records(table, mdt, instant, done, decoded, key_changes)
+        if records is not None:
+            changes[RECORD_INDEX], schemas = records[0], {**schemas, RECORD_INDEX: records[1]}
+    # secondary_index_*, when listed: a write's (value, key) inserts and deletes
+    # (secondary_index; nothing for a compaction, log compaction or clean, as Java)
+    for partition, (records, schema) in _secondary_index_records(table, mdt, instant, done, decoded,
+                                                                 secondary_index).items():
+        changes[partition], schemas = records, {**schemas, partition: schema}
     # the metadata table's own compaction, as Java's next write runs it: before T's delta commit,
     # under the same lock, so T's records stay out of the new base files (mdt_compaction)
     compact_if_due(table, mdt)
     return mdt.write_delta_commit(instant.timestamp, changes, schemas)
+
+
+def _record_index_records(table: Any, mdt: MetadataTableWriter, instant: Instant, done: Instant, decoded: Any,
+                          key_changes: WriteKeyChanges | None) -> tuple[PartitionRecords, str] | None:
+    is_write = (isinstance(decoded, CommitMetadata) and done.action is Action.DELTA_COMMIT
+                and decoded.operation_type not in NO_KEY_CHANGE_OPERATIONS)
+    if not is_write:
+        return None
+    if key_changes is None:
+        # the record index was listed after the write's tasks ran (a Java indexer): they did not
+        # report their keys; a new attempt will
+        raise ConflictError(f"{table.base_path}: the metadata table's record_index appeared while write "
+                            f"{instant.timestamp} ran; its keys were not collected: retry the write")
+    schema = mdt.partition_schema(RECORD_INDEX, mdt.timeline())
+    records = record_index_changes(table, instant.timestamp, key_changes, schema)
+    if not records.records and not records.deleted_keys:
+        return None
+    return records, schema
+
+
+def _secondary_index_records(table: Any, mdt: MetadataTableWriter, instant: Instant, done: Instant, decoded: Any,
+                             secondary_index: Mapping[str, SecondaryIndexChanges] | None
+                             ) -> dict[str, tuple[PartitionRecords, str]]:
+    listed = listed_secondary_partitions(table.config.props)
+    is_write = (isinstance(decoded, CommitMetadata) and done.action is Action.DELTA_COMMIT
+                and decoded.operation_type not in SI_NO_CHANGES_OPERATIONS)
+    if not listed or not is_write:
+        return {}
+    missing = [p for p in listed if secondary_index is None or p not in secondary_index]
+    if missing:
+        # listed after the write computed its changes (a Java indexer): a new attempt computes them
+        raise ConflictError(f"{table.base_path}: the metadata table's {', '.join(missing)} appeared while write "
+                            f"{instant.timestamp} ran; its secondary-index changes were not computed: retry the write")
+    versions = {ix.partition: ix.version for ix in secondary_indexes(
+        table.storage, table.base_path, table.config.props, table.config.version,
+        (decoded.extra_metadata or {}).get("schema") or table.config.create_schema)}
+    out: dict[str, tuple[PartitionRecords, str]] = {}
+    timeline = mdt.timeline()
+    for partition in listed:
+        change = secondary_index[partition]
+        if not change.inserted and not change.deleted:
+            continue
+        schema = mdt.partition_schema(partition, timeline)
+        version = versions[partition]
+        out[partition] = (PartitionRecords(records=keyed_inserts(change, schema), deleted_keys=change.deleted,
+                                           group_key=lambda key, v=version: si_group_key(key, v)), schema)
+    return out
+
+
+def remove_aborted_delta_commit(table: Any, timestamp: str) -> bool:
+    """Take the metadata table's delta commit ``timestamp`` out when the data instant it belongs
+    to is being aborted (the caller holds the table lock): the commit wrote it, then failed to
+    write the data table's completed file.  Java readers trust a completed metadata delta commit
+    whose data instant is not completed, so it goes, as a rollback of the data instant removes it
+    (``MetadataTableWriter.remove_delta_commit``).  Nothing when the data instant did complete
+    (then it is not this abort's), or the table keeps no metadata table tablesvc writes; True when
+    one was removed."""
+    config: TableConfig = table.config
+    if not writes_metadata_table(config) or config.version < FIRST_VERSION_WRITTEN:
+        return False
+    if table.timeline().is_completed(timestamp):
+        return False
+    mdt = MetadataTableWriter.of(table.storage, table.base_path, table.instant_times, listed_partitions(config.props))
+    return mdt.remove_delta_commit(timestamp)
 
 
 def rollback_refusal(table: Any, target: str) -> str | None:
@@ -92,4 +182,5 @@ def rollback_refusal(table: Any, target: str) -> str | None:
     return None if holder is None else cannot_remove_message(mdt.base_path, target, holder)
 
 
-__all__ = ["FIRST_VERSION_WRITTEN", "rollback_refusal", "update_metadata_table", "writes_metadata_table"]
+__all__ = ["FIRST_VERSION_WRITTEN", "remove_aborted_delta_commit", "rollback_refusal", "update_metadata_table",
+           "writes_metadata_table"]

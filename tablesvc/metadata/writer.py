@@ -36,7 +36,7 @@ import json
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from tablesvc.errors import TablesvcError, TableConfigError
 from tablesvc.fsview.names import UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
@@ -97,6 +97,9 @@ class PartitionRecords:
 
     records: tuple[KeyedRecord, ...] = ()
     deleted_keys: tuple[str, ...] = ()
+    # the text whose hash picks a key's file group (None: the key itself); secondary indexes of
+    # version V2 hash the key's value prefix only (``secondary_index.group_key``)
+    group_key: Callable[[str], str] | None = None
 
 
 class _HeldLock(contextlib.AbstractContextManager):
@@ -257,14 +260,16 @@ class MetadataTableWriter:
         for partition, change in changes.items():
             schema = (schemas or {}).get(partition) or self.partition_schema(partition, timeline)
             record_schemas.append(schema)
+            hashed: Callable[[str], str] = lambda k: k
             if isinstance(change, PartitionRecords):
                 keyed, deleted = list(change.records), list(change.deleted_keys)
+                hashed = change.group_key or hashed
             else:
                 keyed = [KeyedRecord(r.key, files_record(r.kind, r.entries, schema)) for r in change]
                 deleted = []
             groups = self.file_groups(partition, timeline)
-            by_group = _by_file_group(keyed, groups)
-            deletes_by_group = _by_file_group(deleted, groups, key=lambda k: k)
+            by_group = _by_file_group(keyed, groups, key=lambda r: hashed(r.key))
+            deletes_by_group = _by_file_group(deleted, groups, key=hashed)
             for file_id in sorted(set(by_group) | set(deletes_by_group)):
                 stats.setdefault(partition, []).append(self._write_log(
                     partition, file_id, ts, schema, by_group.get(file_id, []), deletes_by_group.get(file_id, []),

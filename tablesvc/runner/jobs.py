@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from tablesvc.services.lifecycle.collisions import collided_plans
 from timeline.active import Timeline
 from timeline.heartbeat import last_beat_ms
 from timeline.instant import Action, Instant, State
@@ -101,6 +102,12 @@ def pending_jobs(table, timeline: Timeline, heartbeat_interval_ms: int, heartbea
             jobs.append(Job(table.base_path, kind, instant.timestamp, instant.state.value, size))
         elif origin in WRITE_ACTIONS and write_failed(table, instant, heartbeat_interval_ms, heartbeat_misses):
             jobs.append(Job(table.base_path, JobKind.ROLLBACK, instant.timestamp, instant.state.value))
+    if table.config.version < 8:
+        # v6: a log compaction plan whose time a Hudi 0.x write took shows as that write (one instant per
+        # family and time); its job gives the plan up (services/lifecycle/collisions.py)
+        listed = {j.instant for j in jobs if j.kind is JobKind.LOG_COMPACTION}
+        jobs += [Job(table.base_path, JobKind.LOG_COMPACTION, t, State.REQUESTED.value, 0)
+                 for t in collided_plans(timeline, Action.LOG_COMPACTION) if t not in listed]
     return sorted(jobs, key=Job.sort_key)
 
 

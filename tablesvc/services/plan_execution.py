@@ -29,6 +29,7 @@ from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, Unk
 from tablesvc.config.values import service_config
 from tablesvc.services.metrics import PlanMetrics
 from tablesvc.services.lifecycle import COMPACTION_LIFECYCLE, LOG_COMPACTION_LIFECYCLE, Fence, InstantLifecycle
+from tablesvc.services.lifecycle.collisions import collided_plan, foreign_files_at
 from tablesvc.services.result import ServiceResult, Status
 from tablesvc.spark.file_group_tasks import StatsByPartition
 from tablesvc.storage import discard_partial_copies
@@ -85,6 +86,13 @@ def pending_plan(table, timestamp: str, action: Action, service: str, label: str
     """The plan instant ``timestamp`` of ``action`` to execute, or ``NOTHING_TO_DO`` when it
     already completed; ``UnknownInstantError`` (exit 2) when there is no such plan."""
     timeline = table.timeline()
+    if table.config.version < 8 and foreign_files_at(timeline, timestamp, action):
+        # v6: a Hudi 0.x writer took the plan's time (lifecycle/collisions.py); the timeline's one
+        # instant per family and time may show that writer's instead of the plan
+        current = collided_plan(table, timestamp, action, label)
+        if current.is_completed:
+            return ServiceResult(service, Status.NOTHING_TO_DO, timestamp, "already completed")
+        return current
     current = timeline.get(timestamp)
     if current is None or timeline.origin_action(current) is not action:
         raise UnknownInstantError(f"no {label} {timestamp} on the timeline of {table.base_path}")

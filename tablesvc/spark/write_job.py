@@ -45,9 +45,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tablesvc.config.values import registered_value
-from tablesvc.errors import InvalidInputError, TablesvcError
+from tablesvc.errors import InvalidInputError, TablesvcError, UnsupportedTableError
 from tablesvc.fsview.names import new_file_id
 from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+from tablesvc.metadata.write_key_changes import FileGroupKeyChanges, group_key_changes
 from tablesvc.spark.errors import translate_task_error
 from tablesvc.spark.executor_env import prepare_executors
 from tablesvc.spark.progress import TaskCounters, task_counters
@@ -400,14 +401,17 @@ def _check_routing(records: pa.Table, partition: str, bucket_text: str | None, b
 
 def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, ordering_field: str | None,
                   data_columns: tuple[str, ...], key_spec: KeySpec, hashed: bool = False, *,
-                  present: PresentKeys | None = None, counters: TaskCounters | None = None):
+                  present: PresentKeys | None = None, counters: TaskCounters | None = None,
+                  key_changes: bool = False):
     """``mapInArrow`` body of the write job: the task's rows arrive sorted by ``GROUP_COLUMN``;
     each file group's rows are gathered (``consecutive_groups``) and written on their own (keys,
     routing check, dedupe, then ``write_file_group``); the task yields write stats only.
 
     ``present`` (bucket index): counts the keys an existing file group already holds, so that the
     write stat tells inserts from updates (``write.existing_keys``).  ``counters``: progress
-    lines' accumulators (file groups, rows), when the CLI prints them.
+    lines' accumulators (file groups, rows), when the CLI prints them.  ``key_changes``: each file
+    group also reports the keys it inserted, updated and deleted (``metadata.write_key_changes``,
+    for the metadata table's record index), in the ``keys`` column of its first row.
 
     ``hashed``: the rows carry the group hash but not the partition path and file group (routing
     in the JVM, ``_JvmRoute.group_hash``); the task computes keys, partition paths and buckets
@@ -436,17 +440,31 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
         task_partition, stage, attempt = task_identity()
         storage = storage_for(ctx.base_path)
         found = None
+        mask = None
         if present is not None and target.existing:
-            found = present.count(storage, partition, target.file_id, records.column(KEY))
+            if key_changes:   # which keys, not only how many
+                mask = present.mask(storage, partition, target.file_id, records.column(KEY))
+                found = pc.sum(mask).as_py() or 0
+            else:
+                found = present.count(storage, partition, target.file_id, records.column(KEY))
+        changes = None
+        if key_changes:
+            # updates are left out: the record index needs only inserts and deletes, and an
+            # upsert's updated keys would be most of its keys, all shipped to the driver
+            changes = group_key_changes(partition, target.file_id, ctx.instant, target.existing,
+                                        ctx.operation == "delete", records.column(KEY), mask,
+                                        keep_updates=False).to_json()
         stats = write_file_group(storage, replace(ctx, stage_id=stage), target, records.select(keep), task_partition,
                                  attempt, present_keys=found)
         if counters is not None:
             counters.add(1, records.num_rows)
         # A group that wrote nothing (deletes of keys no file group holds) still answers, with a
         # null stat: the driver tells an input without rows from one whose rows changed nothing.
-        return pa.table({"partition": pa.array([partition] * max(len(stats), 1), pa.string()),
+        rows = max(len(stats), 1)
+        return pa.table({"partition": pa.array([partition] * rows, pa.string()),
                          "stat": pa.array([json.dumps(s.to_avro(), default=str) for s in stats] or [None],
-                                          pa.string())})
+                                          pa.string()),
+                         "keys": pa.array([changes] + [None] * (rows - 1), pa.string())})
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_worker_heap()
@@ -569,7 +587,7 @@ def prepare_write(table, df, operation: str | Operation = Operation.UPSERT, *,
 
 
 def write_rows(prepared: PreparedWrite, instant: str,
-               v6_pending_compaction_targets) -> dict[str, list[WriteStat]] | None:
+               v6_pending_compaction_targets, key_changes_out: list | None = None) -> dict[str, list[WriteStat]] | None:
     """Steps 3-5 of a write, the Spark job, for the started instant ``instant``: route, write
     the file groups, check that no file group got two files.  The write stats by partition, or
     None when the input has no row.  The instant's lifecycle around it (request, start, orphans,
@@ -578,15 +596,19 @@ def write_rows(prepared: PreparedWrite, instant: str,
 
     ``v6_pending_compaction_targets(table, targets)``: the compaction planner's rule for v6
     tables (a log joins the slice of a pending compaction plan), passed in by the action:
-    spark/ sits below services/ (docs/architecture.md)."""
+    spark/ sits below services/ (docs/architecture.md).
+
+    ``key_changes_out``: when given, the tasks also report each file group's inserted, updated
+    and deleted keys (``metadata.write_key_changes``), appended to it: the metadata table's
+    record index needs them at the commit."""
     try:
-        return _write_rows(prepared, instant, v6_pending_compaction_targets)
+        return _write_rows(prepared, instant, v6_pending_compaction_targets, key_changes_out)
     except BaseException as e:
         raise translate_task_error(e) from None
 
 
 def _write_rows(prepared: PreparedWrite, instant: str,
-                v6_pending_compaction_targets) -> dict[str, list[WriteStat]] | None:
+                v6_pending_compaction_targets, key_changes_out: list | None = None) -> dict[str, list[WriteStat]] | None:
     table, df, op = prepared.table, prepared.df, prepared.op
     data_schema, data_columns, log_block_format = prepared.data_schema, prepared.data_columns, prepared.log_block_format
     key_spec, bucket, jvm_route = prepared.key_spec, prepared.bucket, prepared.jvm_route
@@ -599,7 +621,9 @@ def _write_rows(prepared: PreparedWrite, instant: str,
     tagged_schema = StructType(list(df.schema.fields) + [StructField(c, StringType()) for c in
                                                          (KEY, PARTITION, FG_COLUMN)])
     # a StructType, not DDL text: the text costs a round trip to the JVM's parser
-    stats_schema = StructType([StructField("partition", StringType()), StructField("stat", StringType())])
+    stats_schema = StructType([StructField("partition", StringType()), StructField("stat", StringType()),
+                               StructField("keys", StringType())])
+    want_keys = key_changes_out is not None
 
     def routed_in_python():
         keyed = _routed(df, key_spec, bucket) if bucket is not None or op is Operation.INSERT else None
@@ -634,7 +658,11 @@ def _write_rows(prepared: PreparedWrite, instant: str,
     # A table whose slices this reader cannot merge (CUSTOM merge mode) or that stores no record
     # keys (no meta fields) keeps Hudi's bucket-index count: every record an update.
     present = None
-    if bucket is not None and op is not Operation.DELETE and cfg.populate_meta_fields \
+    if want_keys and bucket is not None and (not cfg.populate_meta_fields or cfg.merge_mode is MergeMode.CUSTOM):
+        raise UnsupportedTableError(f"{table.base_path}: a bucket-index table without meta fields or with CUSTOM "
+                                    "merge mode keeps a record index tablesvc cannot update (it cannot tell "
+                                    "which keys a file group holds)")
+    if bucket is not None and (op is not Operation.DELETE or want_keys) and cfg.populate_meta_fields \
             and cfg.merge_mode is not MergeMode.CUSTOM:
         present = PresentKeys(ReadContext.for_table(table, view_timeline, columns=(KEY,)),
                               {(s.partition, s.file_id): SliceSpec.from_file_slice(s) for s in view_slices})
@@ -644,7 +672,7 @@ def _write_rows(prepared: PreparedWrite, instant: str,
         # One file group at a time in a task's memory (a shuffle partition may hold many);
         # the rows that come back are write stats only: a few hundred bytes per file group.
         write_group = _write_groups(ctx, targets, bucket, ordering, data_columns, key_spec, hashed,
-                                    present=present, counters=counters)
+                                    present=present, counters=counters, key_changes=want_keys)
         return rows_by_file_group(frame, hashed).mapInArrow(write_group, stats_schema).collect()
 
     with progress_phase(f"write {instant}"):
@@ -662,6 +690,8 @@ def _write_rows(prepared: PreparedWrite, instant: str,
     for row in rows:
         if row["stat"] is not None:
             stats.setdefault(row["partition"], []).append(WriteStat.from_avro(json.loads(row["stat"])))
+        if want_keys and row["keys"] is not None:
+            key_changes_out.append(FileGroupKeyChanges.from_json(row["keys"]))
     _check_one_file_per_group(instant, stats, bucket)
     return stats
 

@@ -1,15 +1,18 @@
 """Creating a new MOR table: the ``hoodie.properties`` Apache Hudi and hudi-rs expect.
 
-No metadata table is created (``hoodie.table.metadata.partitions`` stays empty), so
-readers list storage and nothing has to be kept in step with it.
+With ``TableSpec.metadata_table`` (table versions 8 and 9) the caller builds the metadata table
+through ``create_table``'s ``prepare`` hook (``tablesvc.metadata.bootstrap``, a floor above this
+one), before ``hoodie.properties`` exists; otherwise ``hoodie.table.metadata.partitions`` stays
+empty and readers list storage.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
-from tablesvc.errors import InvalidInputError
+from tablesvc.errors import InvalidInputError, TableConfigError
 from tablesvc.table.config import SUPPORTED_VERSIONS, MergeMode, TableConfig
 from tablesvc.table.properties import write_properties
 from timeline.instant import TimelineLayout
@@ -33,6 +36,12 @@ class TableSpec:
     database: str = "default"
     create_schema: str | None = None
     num_buckets: int = 4   # bucket index: file groups per partition, fixed at creation
+    # hoodie.metadata.enable at creation: build a metadata table (v8/v9 only; `tablesvc init`
+    # defaults it to true there).  The API's default stays False: callers opt in.
+    metadata_table: bool = False
+    # hoodie.metadata.index.column.stats.enable: with a create schema, column_stats (and, when
+    # partitioned, partition_stats) join files
+    metadata_column_stats: bool = True
 
     def validate(self) -> None:
         if not _NAME.match(self.name):
@@ -46,6 +55,9 @@ class TableSpec:
             raise InvalidInputError(f"table version {self.table_version}: choose one of 6, 8, 9")
         if not 1 <= self.num_buckets <= 100_000:
             raise InvalidInputError(f"hoodie.bucket.index.num.buckets: {self.num_buckets} is not between 1 and 100000")
+        if self.metadata_table and self.table_version == 6:
+            raise InvalidInputError("hoodie.metadata.enable=true: tablesvc does not keep metadata tables on table "
+                                    "version 6; use --table-version 8 or 9, or hoodie.metadata.enable=false")
         if self.merge_mode is MergeMode.CUSTOM:
             raise InvalidInputError("merge mode CUSTOM needs a Java merger class; use EVENT_TIME_ORDERING or "
                                     "COMMIT_TIME_ORDERING")
@@ -112,11 +124,17 @@ def table_properties(spec: TableSpec) -> dict[str, str]:
     return props
 
 
-def create_table(storage: Storage, base_path: str, spec: TableSpec) -> TableConfig:
+def create_table(storage: Storage, base_path: str, spec: TableSpec,
+                 prepare: Callable[[dict[str, str]], dict[str, str]] | None = None) -> TableConfig:
     """Lay out a new, empty table.  ``hoodie.properties`` is written last and exclusively,
     so a crash part-way leaves no table (re-running init completes it) and two
-    concurrent inits cannot both succeed."""
+    concurrent inits cannot both succeed.  ``prepare(props)`` runs once the folders exist and
+    before that write (the metadata table is built there) and returns the properties to write."""
     props = table_properties(spec)
+    if storage.exists(join(base_path, ".hoodie", "hoodie.properties")):
+        # before anything is touched: prepare may clear leftovers a killed init left
+        raise TableConfigError(f"{base_path} is already a Hudi table ({join(base_path, '.hoodie', 'hoodie.properties')} "
+                               "exists)")
     layout = TimelineLayout.for_table_version(spec.table_version)
     for folder in (".hoodie", ".hoodie/.aux", ".hoodie/.temp", layout.timeline_dir):
         try:
@@ -124,5 +142,7 @@ def create_table(storage: Storage, base_path: str, spec: TableSpec) -> TableConf
         except (NotADirectoryError, FileExistsError) as e:   # a file where a folder must go
             raise InvalidInputError(f"cannot create the table at {base_path}: part of that path is a file, "
                                     f"not a folder ({e.strerror})") from None
+    if prepare is not None:
+        props = prepare(props)
     write_properties(storage, base_path, props, create=True)
     return TableConfig.from_properties(props)

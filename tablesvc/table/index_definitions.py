@@ -64,6 +64,14 @@ def definition_names(storage: Storage, base_path: str, props: dict[str, str]) ->
     return frozenset(found[1]) if found else frozenset()
 
 
+def index_definition(storage: Storage, base_path: str, props: dict[str, str], name: str) -> dict[str, Any] | None:
+    """The definition named ``name`` (``record_index``, ``column_stats``, ...), or None."""
+    path = index_definitions_path(base_path, props)
+    found = _read(storage, path) if path is not None else None
+    definition = found[1].get(name) if found else None
+    return definition if isinstance(definition, dict) else None
+
+
 def drop_index_definition(storage: Storage, base_path: str, props: dict[str, str], name: str) -> bool:
     """Remove definition ``name`` (rewriting the file whole, as Java does); False when the table
     has no such file or the file no such definition (nothing written)."""
@@ -77,4 +85,4 @@ def drop_index_definition(storage: Storage, base_path: str, props: dict[str, str
     return True
 
 
-__all__ = ["INDEX_DEFS_PATH_KEY", "definition_names", "drop_index_definition", "index_definitions_path", "render_index_definitions"]
+__all__ = ["INDEX_DEFS_PATH_KEY", "definition_names", "drop_index_definition", "index_definition", "index_definitions_path", "render_index_definitions"]

@@ -46,7 +46,13 @@ class MetadataPartitionType(Enum):
 # once every commit tablesvc makes updates it.  FILES: ``metadata.maintain`` (every commit, v8/v9).
 # COLUMN_STATS, PARTITION_STATS: ``metadata.stats_changes`` in the same delta commit (a clean
 # writes column-stats deletes and, as Java, no partition stats).
+# RECORD_INDEX: ``metadata.record_index`` from the write tasks' key changes (``write_key_changes``);
+# compaction, log compaction and clean write none, as Java.
+# SECONDARY_INDEX: ``metadata.secondary_index`` from the write's Spark job over the touched file
+# groups before and with the write (``spark.secondary_index_job``); nothing on compaction, log
+# compaction or clean, as Java.
 MAINTAINED: frozenset[MetadataPartitionType] = frozenset({
-    MetadataPartitionType.FILES, MetadataPartitionType.COLUMN_STATS, MetadataPartitionType.PARTITION_STATS})
+    MetadataPartitionType.FILES, MetadataPartitionType.COLUMN_STATS, MetadataPartitionType.PARTITION_STATS,
+    MetadataPartitionType.RECORD_INDEX, MetadataPartitionType.SECONDARY_INDEX})
 
 __all__ = ["MAINTAINED", "MetadataPartitionType", "PartitionKind"]

@@ -37,6 +37,14 @@ class PresentKeys:
         spec = self.slices.get((partition, file_id))
         return 0 if spec is None else count_present_keys(storage, spec, self.ctx, keys)
 
+    def mask(self, storage: "Storage", partition: str, file_id: str, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """For each of ``keys``, whether the file group holds it now (all False for a group it does
+        not know): the record index needs which keys, not only how many (``metadata.write_key_changes``)."""
+        spec = self.slices.get((partition, file_id))
+        if spec is None:
+            return pa.array([False] * len(keys), pa.bool_())
+        return present_key_mask(storage, spec, self.ctx, keys)
+
 
 def count_present_keys(storage: "Storage", spec: "SliceSpec", ctx: "ReadContext",
                        keys: pa.Array | pa.ChunkedArray) -> int:
@@ -51,4 +59,16 @@ def count_present_keys(storage: "Storage", spec: "SliceSpec", ctx: "ReadContext"
     return present
 
 
-__all__ = ["PresentKeys", "count_present_keys"]
+def present_key_mask(storage: "Storage", spec: "SliceSpec", ctx: "ReadContext",
+                     keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """For each of ``keys``, whether it is a live key of the slice ``spec`` (key column only)."""
+    from tablesvc.merge import iter_file_slice
+
+    wanted = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    held = [batch.column(KEY) for batch in iter_file_slice(storage, spec, ctx)]
+    if not held:
+        return pa.array([False] * len(wanted), pa.bool_())
+    return pc.fill_null(pc.is_in(wanted, value_set=pa.chunked_array(held).combine_chunks()), False)
+
+
+__all__ = ["PresentKeys", "count_present_keys", "present_key_mask"]

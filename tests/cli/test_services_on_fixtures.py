@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from oracles.hudi_rs import file_slices, hudi_table, read_rows
+from oracles.hudi_rs import file_slices, hudi_table, read_rows, read_table
 
 from tablesvc.cli.main import main
 from tablesvc.fsview.names import BaseFileName
@@ -244,40 +244,62 @@ def test_fixture_reads_as_documented(fixture_root, name):
 
 
 # =========================================================================================================
-# Tables with a metadata table: every one lists record_index, which a write may make stale (new or
-# deleted keys), so a write is refused, byte for byte unchanged, naming the partition and the key
-# that would drop it.  Services go ahead (they keep the metadata table true:
-# tests/spark/test_metadata_stats_write.py, tests/interop_java/test_metadata_*).
+# Tables with a metadata table: every one lists record_index, which tablesvc keeps true (docs/
+# metadata-table.md, "record_index"; the acceptance upsert, delete and services on each:
+# tests/spark/test_record_index_partitioned_write.py).  On a partitioned table the global record
+# index holds each key in one partition: an upsert of a key into another partition than the one it
+# lives in is refused before its instant exists (exit 2, one line naming the key, both partitions
+# and the Java keys that decide it), the rows unchanged and nothing on the timeline.
 # =========================================================================================================
-def _one_row_input(tmp_path: Path) -> Path:
-    path = tmp_path / "rows.csv"
-    path.write_text("id,name\n1,a\n")
-    return path
+PARTITIONED_WITH_RLI = ("v8_trips_8i3u1d", "zips:mor_avro_v9_txns_complex_meta", "zips:mor_avro_v9_txns_simple_meta")
 
 
-@pytest.mark.parametrize("name", sorted(METADATA_TABLE))
-def test_metadata_table_tables_refuse_a_write(fixture_copy, capfd, tmp_path, name):
+def _moved_key_input(path: Path, tmp_path: Path) -> tuple[Path, str, str, str]:
+    """One of the table's own rows with its partition field set to another partition's value, as a
+    Parquet file; (the file, its record key, the partition it lives in, the one it names)."""
+    table = Table.open(str(path))
+    rows = read_table(path)
+    field = table.config.partition_fields[0]
+    first = rows.slice(0, 1)
+    key, here = first.column("_hoodie_record_key")[0].as_py(), first.column("_hoodie_partition_path")[0].as_py()
+    at = [i for i, p in enumerate(rows.column("_hoodie_partition_path").to_pylist()) if p != here][0]
+    there = rows.column("_hoodie_partition_path")[at].as_py()
+    first = first.drop_columns([c for c in first.column_names if c.startswith("_hoodie_")])
+    index = first.column_names.index(field)
+    first = first.set_column(index, field, rows.column(field).slice(at, 1))
+    out = tmp_path / "moved_key.parquet"
+    pq.write_table(first, out)
+    return out, key, here, there
+
+
+def _instants(path: Path) -> list[tuple[str, str]]:
+    return [(i.timestamp, i.state.value) for i in Table.open(str(path)).timeline().instants]
+
+
+@pytest.mark.parametrize("name", PARTITIONED_WITH_RLI)
+def test_partitioned_global_record_index_refuses_moving_a_key(fixture_copy, capfd, tmp_path, name):
     path = fixture_copy(name)
-    state, rows = tree(path), hudi_rows(path)
+    rows, instants = hudi_rows(path), _instants(path)
+    data, key, here, there = _moved_key_input(path, tmp_path)
     # capfd: the write command starts Spark, whose start-up takes over the process's stderr stream
-    rc, out, err = cli(capfd, "write", str(path), "--input", str(_one_row_input(tmp_path)))
+    rc, out, err = cli(capfd, "write", str(path), "--input", str(data))
     assert rc == 2, (out, err)
     assert out == "" and err.count("\n") == 1 and err.startswith("tablesvc: error: "), err
-    assert str(path) in err and "record_index" in err and "hoodie.metadata.record.index.enable=false" in err, err
-    assert tree(path) == state, "the refused write changed the table"
+    assert all(repr(t) in err for t in (key, here, there)) and "hoodie.index.type" in err, err
     assert hudi_rows(path) == rows
+    assert _instants(path) == instants, "the refused write left an instant"
 
 
-def test_real_process_refuses_a_write_to_a_metadata_table(fixture_copy, tmp_path):
+def test_real_process_refuses_moving_a_key_of_a_partitioned_global_record_index(fixture_copy, tmp_path):
     path = fixture_copy("v8_trips_8i3u1d")
-    state = tree(path)
+    instants = _instants(path)
+    data, key, _here, _there = _moved_key_input(path, tmp_path)
     env = dict(os.environ, PYTHONPATH=str(REPO), TABLESVC_SPARK_LOG=os.devnull)
-    proc = subprocess.run([sys.executable, "-m", "tablesvc", "write", str(path), "--input",
-                           str(_one_row_input(tmp_path))], env=env, cwd=str(REPO), text=True,
-                          capture_output=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "tablesvc", "write", str(path), "--input", str(data)],
+                          env=env, cwd=str(REPO), text=True, capture_output=True, timeout=300)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1 and "record_index" in proc.stderr
-    assert tree(path) == state
+    assert proc.stdout == "" and len(proc.stderr.splitlines()) == 1 and repr(key) in proc.stderr
+    assert _instants(path) == instants
 
 
 # =========================================================================================================

@@ -8,7 +8,8 @@
       python tests/model_state_machine.py --seed N --steps M --version V
 
 * ``test_model_based_soak`` (``-m slow``): ``TABLESVC_MODEL_SEEDS`` seeds (default 20) of
-  ``TABLESVC_MODEL_STEPS`` steps (default 400), both table versions.
+  ``TABLESVC_MODEL_STEPS`` steps (default 400), both table versions; odd seeds' v8 tables are
+  created with a metadata table.
 * ``test_kill_9_*``: a table built by the model, a service killed with a real SIGKILL at seeded
   random storage operations (``tests/crash_harness.py --fork``), then recovered.
 * ``test_invariants_report_*``: the checker itself finds what it should.
@@ -37,14 +38,17 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExc
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).resolve().parents[1] / "crash_harness.py"
-CI_RUNS = [(1, 8), (2, 8), (3, 6)]            # (seed, table version)
+# (seed, table version, with a metadata table): seed 2's table is created with one (files), so
+# every step also checks it against storage and hudi-rs (invariants.py, 6)
+CI_RUNS = [(1, 8, False), (2, 8, True), (3, 6, False)]
 CI_STEPS = int(os.environ.get("TABLESVC_MODEL_STEPS", "150"))
 DAY_MS = 86_400_000
 
 
-@pytest.mark.parametrize("seed,version", CI_RUNS, ids=[f"seed{s}-v{v}" for s, v in CI_RUNS])
-def test_model_based(tmp_path, seed, version):
-    stats = run_model(seed, CI_STEPS, version, str(tmp_path))
+@pytest.mark.parametrize("seed,version,metadata", CI_RUNS,
+                         ids=[f"seed{s}-v{v}{'-mdt' if m else ''}" for s, v, m in CI_RUNS])
+def test_model_based(tmp_path, seed, version, metadata):
+    stats = run_model(seed, CI_STEPS, version, str(tmp_path), metadata=metadata)
     assert stats.steps == CI_STEPS
     assert stats.crashes and stats.recoveries >= stats.crashes     # crashes were injected, each recovered
     assert stats.kinds.get("write", 0) > CI_STEPS // 4
@@ -54,7 +58,8 @@ def test_model_based(tmp_path, seed, version):
 def test_model_based_reproduce(tmp_path):
     seed = int(os.environ["TABLESVC_MODEL_SEED"])
     version = int(os.environ.get("TABLESVC_MODEL_VERSION", "8"))
-    run_model(seed, CI_STEPS, version, str(tmp_path))
+    metadata = os.environ.get("TABLESVC_MODEL_METADATA", "0") == "1"
+    run_model(seed, CI_STEPS, version, str(tmp_path), metadata=metadata)
 
 
 @pytest.mark.slow
@@ -63,7 +68,9 @@ def test_model_based_soak(tmp_path):
     steps = int(os.environ.get("TABLESVC_MODEL_STEPS", "400"))
     for seed in range(100, 100 + seeds):
         for version in (8, 6):
-            run_model(seed, steps, version, str(tmp_path / f"{seed}-{version}"))
+            # every other v8 table with a metadata table (odd seeds)
+            metadata = version == 8 and seed % 2 == 1
+            run_model(seed, steps, version, str(tmp_path / f"{seed}-{version}"), metadata=metadata)
             shutil.rmtree(tmp_path / f"{seed}-{version}", ignore_errors=True)
 
 
@@ -145,8 +152,8 @@ def test_kill_9_rollback_of_a_failed_write_at_random_points(tmp_path):
 # The checker finds what it should
 # =============================================================================================
 
-def built(tmp_path: Path, version: int = 8) -> ModelRun:
-    run = ModelRun(31, 0, version, str(tmp_path))
+def built(tmp_path: Path, version: int = 8, metadata: bool = False) -> ModelRun:
+    run = ModelRun(31, 0, version, str(tmp_path), metadata)
     run.scripted(["write"] * 4 + ["run_compaction"] + ["write"] * 3)
     assert check_invariants(run.path, dict(run.model.rows)) == []
     return run
@@ -161,6 +168,24 @@ def test_invariants_report_a_snapshot_that_differs_from_the_model(tmp_path):
     violations = check_invariants(run.path, wrong)
     assert any(v.startswith("hudi-rs: key k9999 is missing") for v in violations)
     assert any(v.startswith(f"tablesvc reader: key {key} reads") for v in violations)
+
+
+def test_invariants_report_a_metadata_table_that_differs_from_storage(tmp_path):
+    run = built(tmp_path, metadata=True)
+    mdt = Path(run.path) / ".hoodie" / "metadata"
+    # a data file rewritten to another size: the metadata table still lists the old one
+    base = next(p for p in Path(run.path).glob("city=*/*.parquet"))
+    base.write_bytes(base.read_bytes() + b"x")
+    violations = check_invariants(run.path, None)
+    assert any(v.startswith(f"metadata table: lists {base.parent.name}/{base.name} at ") for v in violations), violations
+    base.write_bytes(base.read_bytes()[:-1])
+    assert check_invariants(run.path, None) == []
+    # the metadata table's last delta commit made pending again: its files leave its listing
+    (last,) = sorted(mdt.glob(".hoodie/timeline/2*_*.deltacommit"))[-1:]
+    last.unlink()
+    violations = check_invariants(run.path, None)
+    assert any("listed from storage, not through the metadata table" in v for v in violations), violations
+    assert any(v.startswith("metadata table: hudi-rs does not list slice") for v in violations), violations
 
 
 def test_invariants_report_orphans_and_missing_files(tmp_path):

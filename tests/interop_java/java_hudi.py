@@ -514,6 +514,11 @@ class _Driver:
         from metadata_validation import validate_in_jvm
         return validate_in_jvm(self.spark, req["path"])
 
+    def secondary_index(self, req: dict) -> dict:
+        """Java's answers by a secondary key (secondary_index_java.py, beside this file)."""
+        from secondary_index_java import secondary_index_in_jvm
+        return secondary_index_in_jvm(self.spark, req["path"], req["partition"], req["column"], req["values"])
+
     # -- HFiles through hudi-io's own reader and writer (org.apache.hudi.io.hfile) ----------------
     def hfile_read(self, req: dict) -> dict:
         """Every cell of the HFile at ``path`` (a full scan), the values of ``lookups`` by key
@@ -603,7 +608,7 @@ def driver_main(argv: list[str] | None = None) -> int:
     handlers = {"write": driver.write, "read": driver.read, "compaction": driver.compaction,
                 "clean": driver.clean, "rollback": driver.rollback, "scan": driver.scan, "checksum": driver.checksum,
                 "hfile_read": driver.hfile_read, "hfile_write": driver.hfile_write,
-                "validate_metadata": driver.validate_metadata}
+                "validate_metadata": driver.validate_metadata, "secondary_index": driver.secondary_index}
     for line in sys.stdin:
         if not line.strip():
             continue

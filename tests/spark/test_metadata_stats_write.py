@@ -22,7 +22,7 @@ from tablesvc.services.result import Status
 from timeline.instant import Action
 
 # v9_nonpartitioned_rollback: none of these services has anything to do on it (one log per group,
-# nothing to clean); it needs an upsert first (opt-out hoodie.metadata.record.index.enable=false): not done yet.
+# nothing to clean); test_record_index_partitioned_write.py upserts first and then services it.
 MDT_FIXTURES = ["v8_trips_8i3u1d", "zips:mor_avro_v9_txns_simple_meta",
                 "zips:mor_avro_v9_txns_complex_meta", "zips:mor_avro_v9_txns_nonpart_meta"]
 

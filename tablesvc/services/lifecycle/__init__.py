@@ -5,6 +5,8 @@ lifecycle").
 * ``rules.py``: what the actions differ by (heartbeat, racing start, completed elsewhere,
   abort or leave inflight), one ``LifecycleRules`` value per action;
 * ``requirements.py``: what must still hold at a transition, as frozen values with a name;
+* ``collisions.py``: table version 6, another writer's instant at the instant's own time (a Hudi
+  0.x writer takes its time outside the lock): found under the lock, the instant abandoned;
 * ``pending_writes.py``: the writes in progress as a v6 service counts them (a Hudi 0.x writer
   beats its heartbeat before it requests its instant), and the requirement that none is;
 * ``instant_lifecycle.py``: the lifecycle itself, and the one place where an instant commits

@@ -16,6 +16,9 @@ the action's own.
 4. ``commit``: ``TimelineWriter.complete`` under the table lock, with ONE precheck that checks
    each requirement in order on the timeline of that lock hold; then the markers go.
 5. ``abort``: the files the markers list, the markers, then the pending instant.
+6. ``abandon`` (table version 6): another writer's instant took the same time
+   (``collisions.py``); only what this run wrote goes, by exact name, and the other writer's
+   files, the shared heartbeat and the shared marker folder stay.
 
 What a crash at each step leaves is the action's doc's table (docs/write-path.md,
 docs/compaction.md, docs/log-compaction.md, docs/rollback.md, ``clean/executor.py``).
@@ -28,20 +31,29 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tablesvc.errors import ConflictError
-from tablesvc.metadata.maintain import update_metadata_table, writes_metadata_table
+from tablesvc.services.lifecycle.collisions import (
+    InstantTimeCollision, checks_collisions, collision_requirements, foreign_files_at, settle_past_own_time,
+    still_pending,
+)
+from tablesvc.metadata.maintain import remove_aborted_delta_commit, update_metadata_table, writes_metadata_table
+from tablesvc.metadata.write_key_changes import WriteKeyChanges
 from tablesvc.services.lifecycle.requirements import (
     CommitRequirement, MetadataTableKept, StillRequested, check_all, family_state,
 )
 from tablesvc.services.lifecycle.rules import (
     CompletedElsewhere, HeartbeatFrom, LifecycleRules, Markers, OnFailure, RacingStart, Start,
 )
-from tablesvc.write.markers import delete_markers, list_markers, remove_orphans
+from tablesvc.write.markers import IOType, delete_markers, list_markers, marker_path, remove_orphans
 from timeline.active import Timeline
 from timeline.errors import IllegalTransitionError, InstantExistsError
 from timeline.heartbeat import Heartbeat
-from timeline.instant import Instant, State
+from timeline.instant import Action, Instant, State
 from timeline.payloads import WriteStat
 from timeline.storage import join
+
+# Actions whose plan must outlive a collision: once a v6 compaction's plan exists, Hudi 0.x writes
+# put their logs into the new slice it starts, and dropping the plan would orphan those logs.
+_KEEP_PLAN_ON_COLLISION = (Action.COMPACTION,)
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,7 @@ class InstantLifecycle:
         self._inflight_payload = b""
         self._committed = False
         self._aborted = False
+        self._own_files: set[str] = set()      # what this run wrote, relative to the table (write stats)
 
     @property
     def inflight(self) -> Instant:
@@ -141,6 +154,12 @@ class InstantLifecycle:
         except BaseException:
             if rules.on_failure is OnFailure.ABORT and not (self._committed or self._aborted):
                 self.abort()
+            elif not (self._committed or self._aborted) and self._own_files and self._shares_time(started.instant.timestamp):
+                # v6: another writer's instant has this time; once it completes, every file named
+                # with the time counts as committed to a reader, so this run's go now (a rollback
+                # later would read that writer's markers as this run's too)
+                with self.table.timeline_writer.lock():
+                    self._abandon_locked(started.instant, bool(still_pending(self._foreign(started.instant.timestamp))))
             raise
         finally:
             self._stop_heartbeat()
@@ -162,7 +181,12 @@ class InstantLifecycle:
         ts = requested.timestamp
         # checks, heartbeat and transition in one lock hold: two executors cannot both take it
         with writer.lock():
-            check_all((*requirements, StillRequested(ts, rules.label)), self.table)
+            try:
+                check_all((*self._collision_requirements(ts), *requirements,
+                           StillRequested(ts, rules.label, rules.action)), self.table)
+            except InstantTimeCollision as collision:
+                self._abandon_locked(Instant(ts, rules.action, State.REQUESTED), collision.foreign_pending)
+                raise
             if rules.heartbeat is HeartbeatFrom.WITH_START:
                 self._heartbeat = self._beat(ts)
             try:
@@ -208,16 +232,26 @@ class InstantLifecycle:
         its job must not delete the files of the worker that took it over (they carry markers
         of the same instant)."""
         written = {s.path for v in stats.values() for s in v}
+        self._own_files |= written
         ts = self.inflight.timestamp
+        # v6: the marker folder is shared with a Hudi 0.x write that took the same time, whose
+        # markers (``MARKERS<n>``) would list its files as orphans of ours: checked first
+        requirements = (*self._collision_requirements(ts), *requirements)
         if not requirements:
             remove_orphans(self.table.storage, self.table.base_path, ts, written)
             return
         with self.table.timeline_writer.lock():
-            check_all(requirements, self.table)
+            try:
+                check_all(requirements, self.table)
+            except InstantTimeCollision as collision:
+                self._abandon_locked(self.inflight, collision.foreign_pending)
+                raise
             remove_orphans(self.table.storage, self.table.base_path, ts, written)
 
     # -- commit / abort -----------------------------------------------------------------------
-    def commit(self, metadata: bytes, requirements: Sequence[CommitRequirement] = ()) -> Instant | None:
+    def commit(self, metadata: bytes, requirements: Sequence[CommitRequirement] = (),
+               key_changes: WriteKeyChanges | None = None,
+               secondary_index: Mapping[str, Any] | None = None) -> Instant | None:
         """inflight -> completed under the table lock, once every requirement holds on the
         timeline of that lock hold (checked in order: the first that fails refuses the commit
         and the instant stays inflight); then the markers go (``rules.markers``).
@@ -226,21 +260,33 @@ class InstantLifecycle:
         the same lock hold, once the requirements held and before the data instant's completed
         file (``metadata.maintain``: Java's order, the metadata table's delta commit first).
 
+        ``key_changes``: a write's keys inserted, updated and deleted per file group, as its tasks
+        reported them, for the metadata table's key-indexed partitions (``record_index``).
+        ``secondary_index``: a write's changes per secondary index (``spark.secondary_index_job``).
+
         None when another process completed the same instant and the rules say that is fine."""
         inflight = self.inflight
-        requirements = tuple(requirements) + self._metadata_requirements(inflight)
+        # v6: commit only once a Hudi 0.x writer that took this time would have requested it, and
+        # check for that first (before a requirement that would only say "busy")
+        settle_past_own_time(self.table, inflight.timestamp, self.rules.action)
+        requirements = (*self._collision_requirements(inflight.timestamp), *requirements,
+                        *self._metadata_requirements(inflight))
 
         def precheck(timeline: Timeline) -> None:
             check_all(requirements, self.table, timeline)
             # decided here, from the properties ``MetadataTableKept`` just read under this lock
             if writes_metadata_table(self.table.config):
-                update_metadata_table(self.table, inflight, metadata)
+                update_metadata_table(self.table, inflight, metadata, key_changes, secondary_index)
 
         try:
             # no requirement and no metadata table: no precheck, and ``complete`` decides from
             # the instant's own files
             done = self.table.timeline_writer.complete(
                 inflight, metadata, precheck if requirements or writes_metadata_table(self.table.config) else None)
+        except InstantTimeCollision as collision:
+            with self.table.timeline_writer.lock():
+                self._abandon_locked(inflight, collision.foreign_pending)
+            raise
         except (InstantExistsError, IllegalTransitionError):
             if (self.rules.completed_elsewhere is CompletedElsewhere.IS_FINE
                     and self._state_now(self.inflight.timestamp) is State.COMPLETED):
@@ -248,7 +294,10 @@ class InstantLifecycle:
             raise
         self._committed = True
         if self.rules.markers is Markers.AT_COMMIT:
-            delete_markers(self.table.storage, self.table.base_path, self.inflight.timestamp)
+            if self._shares_time(inflight.timestamp):
+                self._delete_own_markers(inflight.timestamp)     # the folder is the other writer's too
+            else:
+                delete_markers(self.table.storage, self.table.base_path, self.inflight.timestamp)
         return done
 
     def abort(self) -> None:
@@ -256,6 +305,11 @@ class InstantLifecycle:
         A process killed before this leaves the instant pending for a rollback to undo the same
         way."""
         storage, base, ts = self.table.storage, self.table.base_path, self.inflight.timestamp
+        if writes_metadata_table(self.table.config):
+            # the commit may have completed the metadata table's delta commit T and then failed
+            # to write T's completed file: T's metadata goes first, while T is still pending
+            with self.table.timeline_writer.lock():
+                remove_aborted_delta_commit(self.table, ts)
         if self.rules.markers is not Markers.NONE:
             for partition, file_name, _io in list_markers(storage, base, ts):
                 storage.delete(join(base, partition, file_name))
@@ -263,7 +317,49 @@ class InstantLifecycle:
         self.table.timeline_writer.remove_pending(self.inflight)
         self._aborted = True
 
+    def _abandon_locked(self, instant: Instant, foreign_pending: bool) -> None:
+        """Give the instant up after a collision (the caller holds the table lock): the files this
+        run wrote (write stats) and their markers, by exact name, then its own inflight file and,
+        unless its plan must outlive the collision (a compaction: it goes back to requested), its
+        own requested file.  Never the other writer's timeline files (``TimelineWriter.remove_pending``
+        would take the whole action family: a log compaction's is the delta commit's), never the
+        marker folder, and the heartbeat file only once no foreign instant of the time is pending
+        (it is one path for both writers)."""
+        storage, base, ts, action = self.table.storage, self.table.base_path, instant.timestamp, self.rules.action
+        self._stop_heartbeat(delete=not foreign_pending)
+        for rel in sorted(self._own_files):
+            storage.delete(join(base, rel))
+        self._delete_own_markers(ts)
+        timeline_dir = join(base, self.table.config.layout.timeline_dir)
+        mine = [Instant(ts, action, State.INFLIGHT)]
+        if action not in _KEEP_PLAN_ON_COLLISION:
+            mine.append(Instant(ts, action, State.REQUESTED))
+        for own in mine:
+            storage.delete(join(timeline_dir, own.file_name()))
+        self._aborted = True
+
+    def _delete_own_markers(self, timestamp: str) -> None:
+        """The markers of the files this run wrote, by exact name (the folder may be shared)."""
+        storage, base = self.table.storage, self.table.base_path
+        for rel in self._own_files:
+            partition, _, name = rel.rpartition("/")
+            for io in IOType:
+                storage.delete(marker_path(base, timestamp, partition, name, io))
+
+    def _shares_time(self, timestamp: str) -> bool:
+        """v6: another writer's timeline file has this instant's time (after the commit: a foreign
+        instant that completed first, which a compaction lets pass)."""
+        return bool(self._foreign(timestamp))
+
+    def _foreign(self, timestamp: str) -> tuple[Instant, ...]:
+        if not checks_collisions(self.table, self.rules.action):
+            return ()
+        return foreign_files_at(self.table.timeline(), timestamp, self.rules.action)
+
     # -- helpers ------------------------------------------------------------------------------
+    def _collision_requirements(self, timestamp: str) -> tuple[CommitRequirement, ...]:
+        return collision_requirements(self.table, timestamp, self.rules.action, self.rules.label)
+
     def _metadata_requirements(self, inflight: Instant) -> tuple[CommitRequirement, ...]:
         """``MetadataTableKept`` on table versions 8 and 9 (checked last, once the action's own
         requirements held): a Java writer or an indexer may change the metadata table's

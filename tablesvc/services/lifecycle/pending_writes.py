@@ -19,12 +19,16 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tablesvc.errors import ConflictError
+from tablesvc.services.lifecycle.collisions import still_pending
 from tablesvc.services.lifecycle.requirements import CommitRequirement
 from timeline.active import Timeline
 from timeline.heartbeat import HEARTBEAT_DIR, judged_dead, last_beat_ms
 from timeline.instant import Action, State
 from timeline.instant_time import parse_instant
 from timeline.storage import join
+
+# Pending files at a v6 service's own time that can only be another writer's (see writes_in_progress).
+_FOREIGN_AT_OWN_TIME = (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT)
 
 # Pending actions that are writes: they add files to file slices.
 WRITE_ACTIONS = (Action.DELTA_COMMIT, Action.COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING,
@@ -57,12 +61,24 @@ def writes_in_progress(table: Any, timeline: Timeline, *, heartbeat_window_ms: i
     """Pending write instants of ``timeline`` (oldest first), then, when ``heartbeat_window_ms`` is
     given, the instants without any file on the timeline whose heartbeat beat within that window
     (an expired one belongs to a writer that died before its request: it never writes).
-    ``exclude``: the caller's own instant.  ``requested_log_compactions=False`` leaves out log
+    ``exclude``: the caller's own instant.  Its time is skipped only for the caller's files: a
+    pending write file at that very time is another writer's (a Hudi 0.x writer takes its time
+    outside the lock and may take the caller's, ``collisions.py``; tablesvc's v6 services, the
+    callers, never write ``deltacommit``/``commit``/``replacecommit`` requested or inflight files), and is
+    counted; and the heartbeat of that time is then not taken for the caller's own.
+    ``requested_log_compactions=False`` leaves out log
     compaction plans not yet started: they have written nothing, and their file groups are pinned
     (the compaction planner's choice: on v6 such a plan may wait long beside a busy 0.x writer)."""
     out = [WriteInProgress(i.timestamp, f"{i.action.value}, {i.state.value}") for i in timeline.pending()
            if i.action in WRITE_ACTIONS and i.timestamp != exclude
            and (requested_log_compactions or not (i.action is Action.LOG_COMPACTION and i.state is State.REQUESTED))]
+    # a 0.x write that completed leaves its requested and inflight files: only a still pending one counts
+    foreign = [f for f in still_pending(timeline.files_of(exclude)) if f.action in _FOREIGN_AT_OWN_TIME] \
+        if exclude is not None else []
+    if foreign:
+        f = max(foreign, key=lambda f: f.state.rank)     # its highest state (requested, then inflight)
+        out.append(WriteInProgress(f.timestamp, f"{f.action.value}, {f.state.value}, of another writer at this "
+                                                "very time"))
     if heartbeat_window_ms is None:
         return out
     now = table.clock.now_ms()

@@ -109,14 +109,23 @@ class StillRequested(CommitRequirement):
 
     timestamp: str
     label: str          # the action as messages name it ("compaction", "log compaction")
+    # the planned action: its family's state is read, not the first instant at the time (on v6 a
+    # Hudi 0.x write may have taken the same time: ``collisions.py``); None: the first instant
+    action: Action | None = None
 
     def describe(self) -> str:
         return f"{self.label} {self.timestamp} is still requested: no other process has started it"
 
     def check(self, table: Any, timeline: Timeline | None) -> None:
-        now = timeline.get(self.timestamp) if timeline is not None else None
-        if now is None or now.state is not State.REQUESTED:
-            raise ConflictError(f"{self.label} {self.timestamp} is {now.state.value if now else 'gone'}, not "
+        if timeline is None:
+            state = None
+        elif self.action is not None:
+            state = family_state(timeline, self.timestamp, self.action)
+        else:
+            now = timeline.get(self.timestamp)
+            state = now.state if now is not None else None
+        if state is not State.REQUESTED:
+            raise ConflictError(f"{self.label} {self.timestamp} is {state.value if state else 'gone'}, not "
                                 "requested: another process took it; retry later")
 
 

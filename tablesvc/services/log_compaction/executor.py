@@ -40,6 +40,7 @@ from tablesvc.merge.schema import work_schema
 from tablesvc.services.lifecycle import (
     LOG_COMPACTION_LIFECYCLE, InstantLifecycle, NoWriteInProgress, check_all, lease_requirements,
 )
+from tablesvc.services.lifecycle.collisions import collided_plan, collided_plans
 from tablesvc.services.log_compaction.requirements import commit_requirements, slice_log_names, start_requirements
 from tablesvc.services.plan_execution import (
     Fence, all_stats, heartbeat_settings, pending_plan, plans_on_timeline, plural, refuse_if_alive,
@@ -223,6 +224,17 @@ def _recover_inflight(table, instant: Instant, config: Any, fence: Fence | None)
     return scheduled.instant if scheduled.status is Status.SCHEDULED else ""
 
 
+def _abandon_collided_plans(table) -> None:
+    """v6: give up the requested plans whose time a Hudi 0.x write took (``collided_plan``); the
+    timeline may show such a plan as that write's instant, so no listing of pending log compactions
+    would find it.  What is left to run is scheduled afresh, with a new time."""
+    for ts in collided_plans(table.timeline(), Action.LOG_COMPACTION):
+        try:
+            collided_plan(table, ts, Action.LOG_COMPACTION, "log compaction")
+        except ConflictError:
+            pass    # abandoned (InstantTimeCollision), or left for later: this run goes on to the others
+
+
 def _window_ms(config: Any) -> int:
     interval, misses = heartbeat_settings(config)
     return interval * misses
@@ -292,6 +304,8 @@ def run_log_compaction(table, instant: str | None = None, *, spark=None, config:
     or None (run the tasks in this process)."""
     dropped = drop_opted_out_partitions(table, LOG_COMPACT, config)
     require_writable(table, LOG_COMPACT)
+    if instant is None and table.config.version < 8:
+        _abandon_collided_plans(table)
     return prepend_drop(dropped, run_plans(
         instant, lambda: [i.timestamp for i in table.timeline().pending_log_compactions()],
         lambda: schedule_log_compaction(table, config, force=True), lambda ts: _execute(table, ts, spark, config, fence)))
