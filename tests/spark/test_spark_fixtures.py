@@ -9,7 +9,6 @@ import pytest
 from oracles.hudi_rs import read_table
 
 from fixture_tables import TABLES_DIR, all_fixture_names, copy_table
-from tablesvc.errors import UnsupportedTableError
 from tablesvc.api import Table
 
 pytestmark = [pytest.mark.spark]
@@ -146,13 +145,3 @@ def test_upsert_into_v9_table_with_decimals_dates_timestamps(tmp_path, spark):
     ours = {r["txn_id"]: r for r in table.read(spark=spark).collect()}
     assert ours["TXN-007"]["fee_amount"] == Decimal("80.25")
     assert set(ours) == set(after)
-
-
-def test_write_refuses_a_table_with_a_metadata_table(tmp_path, spark):
-    path = copy_table(TABLES_DIR / "v8_trips_8i3u1d", tmp_path)
-    table = Table.open(str(path))
-    df = spark.createDataFrame([(1, "u", "r", "d", 1.0, "chennai")],
-                               "ts long, uuid string, rider string, driver string, fare double, city string")
-    with pytest.raises(UnsupportedTableError, match="metadata table"):
-        table.upsert(df)
-    assert table.timeline().pending() == ()
