@@ -4,8 +4,7 @@ with the model's rows (docs/metadata-table.md, "Secondary indexes").
 On a copy of the Java-written ``mor_avro_v9_txns_simple_meta`` (record index and two V2 secondary
 indexes, ``merchant_name`` and ``txn_date``), tablesvc upserts rows whose indexed value changes
 (to values no row had, one with ``$``), then rows whose other columns only change, then compacts,
-then upserts again.  (Updates only: tablesvc refuses inserts and deletes into this partitioned
-table's global record index, which Java's query by secondary key needs.)  After each step, for every
+inserts new keys with a new value and deletes one key, then upserts again.  After each step, for every
 merchant name the model has and every one it had before:
 
 * Java's metadata-table reader looks the value up in ``secondary_index_merchant_idx``
@@ -80,6 +79,23 @@ def test_java_answers_by_secondary_key_after_tablesvc_writes(tmp_path, spark, fi
 
     _upsert(path, model, keys[3:6], F.col("merchant_name"))
     _check(java_hudi, path, model, seen, "an update of other columns")
+
+    # inserts (new keys, a value no row had) and a delete: index inserts and deletes, and the
+    # record index's new keys and tombstone in the same metadata delta commit
+    table = Table.open(str(path))
+    data = [c for c in table.read().columns if not c.startswith("_hoodie_")]
+    source = table.read().select(*data).where(F.col("txn_id").isin(keys[7:9]))
+    fresh = source.withColumn("txn_id", F.concat(F.lit("NEW-"), F.col("txn_id"))) \
+        .withColumn("merchant_name", F.lit("Brand New Shop"))
+    for row in fresh.select(*COLUMNS).collect():
+        model[row["txn_id"]] = row["merchant_name"]
+    table.upsert(fresh)
+    seen |= set(model.values())
+    _check(java_hudi, path, model, seen, "an insert of new keys")
+    gone = table.read().select(*data).where(F.col("txn_id") == keys[9])
+    table.delete(gone)
+    seen.add(model.pop(keys[9]))
+    _check(java_hudi, path, model, seen, "a delete")
 
     [c] = Table.open(str(path)).compact()
     assert c.status is Status.DONE, c.render()
