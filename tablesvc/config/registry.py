@@ -115,6 +115,10 @@ _KEYS = [
               "KEEP_LATEST_FILE_VERSIONS: slices kept per file group."),
     ConfigKey("hoodie.cleaner.hours.retained", 24, _parse_float(0), "KEEP_LATEST_BY_HOURS: hours kept."),
     ConfigKey("hoodie.cleaner.incremental.mode", True, _parse_bool, "Plan cleaning from the last clean on."),
+    ConfigKey("hoodie.metadata.derive.from.datatable.clean.policy", True, _parse_bool,
+              "The metadata table's own clean (inside each commit): derive its policy from the table's cleaner "
+              "keys as Hudi 1.2 does (commits: max(20, 1.2 x retained); versions or hours: ceil(1.2 x n)); "
+              "false: keep 2 file versions.  Read from the table's .hoodie/tablesvc.yaml and the defaults."),
     # reads
     ConfigKey("hoodie.metadata.enable", True, _parse_bool,
               "Readers: list a table's files through its metadata table (the files partition) when "

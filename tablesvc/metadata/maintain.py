@@ -25,7 +25,8 @@ from typing import Any, Mapping
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.metadata.files_changes import from_clean, from_commit
 from tablesvc.metadata.listing import lists_files
-from tablesvc.metadata.mdt_compaction import compact_if_due
+from tablesvc.metadata.mdt_clean import clean_if_due
+from tablesvc.metadata.mdt_compaction import compact_if_due, finish_pending_compactions
 from tablesvc.metadata.stats_changes import stats_changes
 from tablesvc.metadata.record_index import record_index_changes
 from tablesvc.metadata.secondary_index import NO_CHANGES_OPERATIONS as SI_NO_CHANGES_OPERATIONS
@@ -99,8 +100,11 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes,
     for partition, (records, schema) in _secondary_index_records(table, mdt, instant, done, decoded,
                                                                  secondary_index).items():
         changes[partition], schemas = records, {**schemas, partition: schema}
-    # the metadata table's own compaction, as Java's next write runs it: before T's delta commit,
-    # under the same lock, so T's records stay out of the new base files (mdt_compaction)
+    # the metadata table's own services, in Java's order (performTableServices): pending
+    # compactions, its clean (mdt_clean), a new compaction; before T's delta commit, under the
+    # same lock, so T's records stay out of the new base files (mdt_compaction)
+    finish_pending_compactions(table, mdt)
+    clean_if_due(table, mdt)
     compact_if_due(table, mdt)
     return mdt.write_delta_commit(instant.timestamp, changes, schemas)
 

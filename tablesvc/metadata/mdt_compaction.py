@@ -211,13 +211,23 @@ def schedule(mdt: MetadataTableWriter, data: Timeline, new_time: Callable[[], st
     return instant
 
 
+def finish_pending_compactions(table: Any, mdt: MetadataTableWriter) -> list[Instant]:
+    """Run the metadata table's pending compactions to completion (Java's
+    ``runPendingTableServicesOperationsAndRefreshTimeline``, the first of its table services)."""
+    pending = mdt.timeline().pending_compactions()
+    if not pending:
+        return []
+    data = Timeline.load(table.storage, table.base_path, table.config.layout)
+    return [execute(mdt, table.base_path, data, p.timestamp) for p in pending]
+
+
 def compact_if_due(table: Any, mdt: MetadataTableWriter, *,
                    max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS) -> list[Instant]:
     """The metadata table's table service at the start of a tablesvc commit (under the data
     table's lock): finish pending compactions, then compact when ``max_delta_commits`` delta
     commits completed since the last one.  Returns the compactions completed."""
+    done = finish_pending_compactions(table, mdt)
     data = Timeline.load(table.storage, table.base_path, table.config.layout)
-    done = [execute(mdt, table.base_path, data, p.timestamp) for p in mdt.timeline().pending_compactions()]
     if delta_commits_since_compaction(mdt.timeline()) < max_delta_commits:
         return done
     timeline = mdt.timeline()
@@ -229,4 +239,4 @@ def compact_if_due(table: Any, mdt: MetadataTableWriter, *,
 
 
 __all__ = ["base_file_name", "compact_if_due", "compact_operation", "compacted_records", "execute",
-           "merge_files_records", "merge_for", "schedule"]
+           "finish_pending_compactions", "merge_files_records", "merge_for", "schedule"]
