@@ -108,3 +108,33 @@ def check_listing_slices_and_row_tuples(table, path, rows: list[tuple], columns:
         assert sorted(tuple(r[c] for c in columns) for r in ours) == expected
     except AssertionError as e:
         raise AssertionError(f"after {step}: {e}") from e
+
+
+def kill_a_clean_at_every_point(tmp_path, template) -> dict:
+    """Runs ``tests/crash_harness.py --fork`` on copies of ``template``: a clean killed (SIGKILL)
+    after each of its storage calls in turn; returns the harness's JSON run (every point killed)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(repo), TABLESVC_SPARK_LOG=str(tmp_path / "spark.log"))
+    proc = subprocess.run([sys.executable, str(repo / "tests" / "crash_harness.py"), "--fork", str(template),
+                           str(tmp_path / "points"), "clean"],
+                          env=env, capture_output=True, text=True, timeout=900, start_new_session=True)
+    assert proc.returncode == 0, f"harness failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    for p in run["points"]:
+        assert (p["signal"], p["exit"]) == (signal.SIGKILL, None), p
+    return run
+
+
+def slices_agree(path) -> None:
+    """tablesvc's slices (through the metadata table), hudi-rs's and a storage listing's are equal."""
+    from tablesvc.api import Table
+
+    table = Table.open(str(path))
+    assert tablesvc_slices(table) == hudi_rs_slice_rows(path) == storage_slices(table)

@@ -11,17 +11,14 @@ slice gone."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from fixture_tables import copy_table
 from metadata_tables import (
-    hudi_rs_slice_rows, keep_only_files_partition, metadata_listing, storage_listing, storage_slices, tablesvc_slices,
+    kill_a_clean_at_every_point, slices_agree,
+    keep_only_files_partition, metadata_listing, storage_listing,
 )
 from tablesvc.api import Table
 from tablesvc.config import load_config
@@ -32,8 +29,6 @@ from tablesvc.services.clean import run_clean
 from tablesvc.storage import LocalStorage
 from timeline.instant import Action
 
-REPO = Path(__file__).resolve().parents[2]
-HARNESS = REPO / "tests" / "crash_harness.py"
 MDT_TIMELINE = ".hoodie/metadata/.hoodie/timeline/"
 # between the fixture's metadata delta commits 20260307162616932 and 20260307162618152: four
 # completed delta commits come after it, so the services' gate (3 after the latest compaction) is open
@@ -57,20 +52,6 @@ def _template(fixture_root, tmp_path: Path) -> tuple[Path, set[str]]:
     return template, doomed
 
 
-def _run_every_point(tmp_path: Path, template: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(REPO), TABLESVC_SPARK_LOG=str(tmp_path / "spark.log"))
-    proc = subprocess.run([sys.executable, str(HARNESS), "--fork", str(template), str(tmp_path / "points"), "clean"],
-                          env=env, capture_output=True, text=True, timeout=900, start_new_session=True)
-    assert proc.returncode == 0, f"harness failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    run = json.loads(proc.stdout.strip().splitlines()[-1])
-    for p in run["points"]:
-        assert (p["signal"], p["exit"]) == (signal.SIGKILL, None), p
-    return run
-
-
-def _readers_agree(path: Path) -> None:
-    table = Table.open(str(path))
-    assert tablesvc_slices(table) == hudi_rs_slice_rows(path) == storage_slices(table)
 
 
 def _mdt_cleans(path: Path):
@@ -80,8 +61,8 @@ def _mdt_cleans(path: Path):
 
 def test_the_metadata_tables_clean_killed_at_every_storage_operation(fixture_root, tmp_path):
     template, doomed = _template(fixture_root, tmp_path)
-    _readers_agree(template)
-    run = _run_every_point(tmp_path, template)
+    slices_agree(template)
+    run = kill_a_clean_at_every_point(tmp_path, template)
     assert [r["status"] for r in run["results"]] == ["done"]
     ops, t = run["ops"], run["results"][0]["instant"]
     # Java's order inside the commit: the metadata clean (requested, inflight, its deletes,
@@ -101,7 +82,7 @@ def test_the_metadata_tables_clean_killed_at_every_storage_operation(fixture_roo
     for p in run["points"]:
         path = Path(p["path"])
         try:
-            _readers_agree(path)
+            slices_agree(path)
             pending_seen += any(not i.is_completed for i in _mdt_cleans(path))
             run_clean(Table.open(str(path)), cfg)
             table = Table.open(str(path))
@@ -110,7 +91,7 @@ def test_the_metadata_tables_clean_killed_at_every_storage_operation(fixture_roo
             assert len(cleans) == 1 and cleans[0].is_completed, cleans
             assert not doomed & set(os.listdir(path / files_folder))
             assert metadata_listing(table) == storage_listing(path) == expected
-            _readers_agree(path)
+            slices_agree(path)
         except Exception as e:
             raise AssertionError(f"point {p['point']} (killed after `{p['last_op']}`): {type(e).__name__}: {e}") from e
     # the points from the metadata clean's requested file up to its completion left it pending

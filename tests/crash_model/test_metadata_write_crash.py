@@ -9,17 +9,14 @@ table's listing equal to storage's."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from fixture_tables import copy_table
 from metadata_tables import (
-    hudi_rs_slice_rows, keep_only_files_partition, metadata_listing, storage_listing, storage_slices, tablesvc_slices,
+    kill_a_clean_at_every_point, slices_agree,
+    keep_only_files_partition, metadata_listing, storage_listing,
 )
 from tablesvc.api import Table
 from tablesvc.config import load_config
@@ -29,26 +26,10 @@ from tablesvc.storage import LocalStorage
 from timeline.clock import ManualClock, SystemClock
 from timeline.instant import Action, State
 
-REPO = Path(__file__).resolve().parents[2]
-HARNESS = REPO / "tests" / "crash_harness.py"
 DAY_MS = 24 * 3600 * 1000
 MDT_TIMELINE = ".hoodie/metadata/.hoodie/timeline/"
 
 
-def _run_every_point(tmp_path: Path, template: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(REPO), TABLESVC_SPARK_LOG=str(tmp_path / "spark.log"))
-    proc = subprocess.run([sys.executable, str(HARNESS), "--fork", str(template), str(tmp_path / "points"), "clean"],
-                          env=env, capture_output=True, text=True, timeout=900, start_new_session=True)
-    assert proc.returncode == 0, f"harness failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    run = json.loads(proc.stdout.strip().splitlines()[-1])
-    for p in run["points"]:
-        assert (p["signal"], p["exit"]) == (signal.SIGKILL, None), p
-    return run
-
-
-def _readers_agree(path: Path) -> None:
-    table = Table.open(str(path))
-    assert tablesvc_slices(table) == hudi_rs_slice_rows(path) == storage_slices(table)
 
 
 def _mdt_files(path: Path, ts: str) -> list:
@@ -60,8 +41,8 @@ def test_clean_on_a_files_only_metadata_table_killed_at_every_storage_operation(
     template = copy_table(fixture_root.path("zips:mor_avro_v9_txns_simple_meta"), tmp_path / "template")
     keep_only_files_partition(template)
     (template / ".hoodie" / "tablesvc.yaml").write_text("hoodie.cleaner.commits.retained: 1\n")
-    _readers_agree(template)
-    run = _run_every_point(tmp_path, template)
+    slices_agree(template)
+    run = kill_a_clean_at_every_point(tmp_path, template)
     assert [r["status"] for r in run["results"]] == ["done"]
     ops = run["ops"]
     t = run["results"][0]["instant"]
@@ -79,7 +60,7 @@ def test_clean_on_a_files_only_metadata_table_killed_at_every_storage_operation(
     for p in run["points"]:
         path = Path(p["path"])
         try:
-            _readers_agree(path)
+            slices_agree(path)
             pending_clean = [i for i in Table.open(str(path)).timeline().pending() if i.action is Action.CLEAN]
             if p is between[0]:
                 # the metadata table completed T, the clean did not: no reader takes T's records
@@ -89,7 +70,7 @@ def test_clean_on_a_files_only_metadata_table_killed_at_every_storage_operation(
             table = Table.open(str(path))
             assert table.timeline().pending() == ()
             assert metadata_listing(table) == storage_listing(path) == expected
-            _readers_agree(path)
+            slices_agree(path)
             [clean] = table.timeline().filter(actions=[Action.CLEAN])
             mdt = _mdt_files(path, clean.timestamp)
             assert sorted(f.state.value for f in mdt) == ["completed", "inflight", "requested"]
