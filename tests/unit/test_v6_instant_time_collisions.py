@@ -165,6 +165,17 @@ def test_two_instants_of_one_time_load_and_each_action_sees_the_other_as_foreign
     assert foreign_files_at(own, t, Action.COMPACTION) == ()
 
 
+def _java_untouched_then_commits(table, java, before: list) -> list:
+    """After tablesvc gave its instant up: the 0.x write's files are as it wrote them; it then
+    commits (deleting its key) and the readers agree on the rows left.  Returns those rows."""
+    assert _timeline_names(table, java.t) == {f"{java.t}.deltacommit.requested", f"{java.t}.deltacommit.inflight"}
+    assert java.snapshot() == java.as_written
+    java.commit()
+    expected = [r for r in before if r[0] != java.key]
+    _rows_agree(table, expected)
+    return expected
+
+
 def test_a_foreign_write_at_the_callers_own_time_counts_as_a_write_in_progress(tmp_path):
     clock = ManualClock()
     table = v6_table(tmp_path, clock)
@@ -339,11 +350,7 @@ def test_a_clean_gives_up_its_time_to_a_0x_write_and_a_retry_succeeds(tmp_path):
     with pytest.raises(InstantTimeCollision, match="clean"):
         run_clean(Table.open(table.base_path, clock=clock), config)
     (java,) = started
-    assert _timeline_names(table, java.t) == {f"{java.t}.deltacommit.requested", f"{java.t}.deltacommit.inflight"}
-    assert java.snapshot() == java.as_written
-    java.commit()
-    expected = [r for r in before if r[0] != java.key]
-    _rows_agree(table, expected)
+    expected = _java_untouched_then_commits(table, java, before)
     clock.advance(1_000)
     results = run_clean(Table.open(table.base_path, clock=clock), config)
     assert results and all(r.status in (Status.DONE, Status.NOTHING_TO_DO) for r in results), results
@@ -365,11 +372,7 @@ def test_a_rollback_gives_up_its_time_to_a_0x_write_and_a_retry_succeeds(tmp_pat
     with pytest.raises(InstantTimeCollision, match="rollback"):
         rollback(Table.open(table.base_path, clock=clock), failed)
     (java,) = started
-    assert _timeline_names(table, java.t) == {f"{java.t}.deltacommit.requested", f"{java.t}.deltacommit.inflight"}
-    assert java.snapshot() == java.as_written
-    java.commit()
-    expected = [r for r in before if r[0] != java.key]
-    _rows_agree(table, expected)
+    expected = _java_untouched_then_commits(table, java, before)
     clock.advance(1_000)
     done = rollback(Table.open(table.base_path, clock=clock), failed)
     assert done.status is Status.DONE and done.instant != java.t, done.render()
