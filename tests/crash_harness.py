@@ -31,7 +31,7 @@ KILL
 
 SERVICE
   ``clean``               ``run_clean(table, config)``
-  ``rollback [T]``        ``rollback_failed(table)``, or ``rollback(table, T)``
+  ``rollback [T [--allow-completed]]``  ``rollback_failed(table)``, or ``rollback(table, T)``
   ``logcompaction``       ``run_log_compaction(table, spark=None, config=config)``: runs the pending
                           plans, or schedules one (threshold lowered, as ``force``) and runs it;
                           tasks run in this process
@@ -191,7 +191,9 @@ def run_service(path: str, storage: KillingStorage, service: str, args: list[str
         results = run_clean(table, config)
     elif service == "rollback":
         from tablesvc.services.rollback import rollback, rollback_failed
-        results = [rollback(table, args[0], config=config)] if args else rollback_failed(table, config=config)
+        allow_completed = args[1:] == ["--allow-completed"]
+        results = ([rollback(table, args[0], config=config, allow_completed=allow_completed)] if args
+                   else rollback_failed(table, config=config))
     elif service == "logcompaction":
         from tablesvc.services.log_compaction import run_log_compaction
         results = run_log_compaction(table, args[0] if args else None, spark=None, config=config)

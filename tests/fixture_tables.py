@@ -31,6 +31,13 @@ unzip_tables(FIXTURES / "tables", TABLES_DIR)
 ZIPS_DIR = FIXTURES / "zips"
 LOG_FILES_DIR = FIXTURES / "log_files"
 HISTORY_FIXTURES_DIR = FIXTURES / "history"     # tables with an LSM history and their expectations (JSON)
+# version-6 tables with a metadata table, Java 0.15.0's (tests/interop_java/make_v6_metadata_fixtures.py)
+V6_METADATA_FIXTURES_DIR = FIXTURES / "v6_metadata"
+
+
+def v6_metadata_table(name: str, dst_parent: Path) -> Path:
+    """A writable copy of ``v6_metadata/<name>.zip`` under ``dst_parent``."""
+    return unzip_table(V6_METADATA_FIXTURES_DIR / f"{name}.zip", dst_parent / name)
 
 
 def extracted_table_names() -> list[str]:

@@ -9,7 +9,8 @@ that instant's own metadata the way Hudi 1.x converts it (``HoodieTableMetadataU
   named: they stay listed until a clean deletes them.
 * **clean metadata**: per cleaned partition, one record marking every file of its delete list
   (base and log files) deleted, size 0; a partition the clean deleted whole is also marked
-  deleted in an ``__all_partitions__`` record.
+  deleted in an ``__all_partitions__`` record;
+* rollback metadata, version 6 only (``from_rollback``): the log files a rollback appended to.
 
 Each change is a value: record key -> (type, name -> (size, deleted)).
 """
@@ -23,7 +24,7 @@ from typing import Mapping
 from tablesvc.metadata.files_records import (
     PARTITION_LIST_KEY, TYPE_FILE_LIST, TYPE_PARTITION_LIST, partition_key,
 )
-from timeline.payloads import CleanMetadata, CommitMetadata
+from timeline.payloads import CleanMetadata, CommitMetadata, RollbackMetadata
 
 
 @dataclass(frozen=True)
@@ -73,4 +74,23 @@ def from_clean(metadata: CleanMetadata) -> tuple[FilesChange, ...]:
     return tuple(out)
 
 
-__all__ = ["FilesChange", "from_clean", "from_commit"]
+def from_rollback(metadata: RollbackMetadata) -> tuple[FilesChange, ...]:
+    """A version-6 rollback's ``files`` records (Hudi 0.15 ``HoodieTableMetadataUtil.
+    processRollbackMetadata``; 1.x writes none): per partition that has rollback log files (files
+    that received a rollback command block), those and the failed commit's log files, added with
+    their sizes (the larger one when a file appears twice); no deletions, no
+    ``__all_partitions__`` record."""
+    out: list[FilesChange] = []
+    for pm in (metadata.partition_metadata or {}).values():
+        if not pm.rollback_log_files:
+            continue
+        sizes: dict[str, int] = {}
+        for path, size in (*pm.rollback_log_files.items(), *(pm.log_files_from_failed_commit or {}).items()):
+            name = path.rsplit("/", 1)[-1]
+            sizes[name] = max(sizes.get(name, int(size)), int(size))
+        out.append(FilesChange(partition_key(pm.partition_path), TYPE_FILE_LIST,
+                               MappingProxyType({n: (s, False) for n, s in sizes.items()})))
+    return tuple(out)
+
+
+__all__ = ["FilesChange", "from_clean", "from_commit", "from_rollback"]

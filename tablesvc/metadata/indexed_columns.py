@@ -74,6 +74,20 @@ def default_indexed_columns(table_schema_json: str, version: IndexVersion,
     return list(META_COLUMNS) + chosen[:max_columns]
 
 
+# HoodieAvroUtils.addMetadataFields: the meta fields a v6 writer schema gets first
+V6_META_COLUMNS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
+                   "_hoodie_file_name")
+
+
+def v6_indexed_columns(table_schema_json: str, where: str) -> ColumnStatsIndex:
+    """A version-6 table's ``column_stats`` columns as Hudi 0.15 picks them without
+    ``hoodie.metadata.index.column.stats.column.list`` (``HoodieTableMetadataUtil.getColumnsToIndex``:
+    every field of the writer schema with its meta fields; 0.15 records no index definition), V1
+    wrappers.  A field whose type tablesvc cannot index refuses (``column_types``)."""
+    names = list(V6_META_COLUMNS) + [n for n in _fields(table_schema_json) if not n.startswith("_hoodie_")]
+    return ColumnStatsIndex(IndexVersion.V1, column_types(table_schema_json, names, where))
+
+
 def indexed_columns(storage: Storage, base_path: str, props: Mapping[str, str],
                     table_schema_json: str) -> ColumnStatsIndex:
     """The ``column_stats`` definition of the table's index definitions, typed."""

@@ -9,9 +9,16 @@ Per data action (table versions 8 and 9; the partitions written are those listed
   the metadata table at the same instant time ``T`` with the ``files`` records derived from the
   instant's own metadata (``files_changes``) and, when listed, the ``column_stats`` and
   ``partition_stats`` records (``stats_changes``; a clean: column-stats deletes only);
-* a rollback ``R`` of ``T``: the metadata table's delta commit ``T`` is removed (its log files
-  and timeline files), and no delta commit is written at ``R``: Hudi 1.x writes no file records
-  for a rollback either, it rolls back the metadata table's ``T``.
+* a rollback ``R`` of ``T``: the metadata table's delta commit ``T`` is rolled back with a
+  rollback instant at ``R`` on the metadata table (``mdt_rollback``), and no delta commit is
+  written at ``R``: Hudi 1.x writes no file records for a rollback either.
+
+Version 6 (a metadata table listing ``files`` and maybe ``column_stats``; docs/metadata-table.md,
+"Version 6"): the
+same delta commit at ``T`` in the v6 layout, with v6 log names (``writer``); a rollback ``R``
+first writes a delta commit at ``R`` with the rollback's ``files`` additions (``from_rollback``,
+Hudi 0.15), then rolls ``T`` back at ``R006``; the metadata table's compaction and clean take
+0.15's suffixed times (``mdt_compaction.schedule_v6``, ``mdt_clean``).
 
 A table without a metadata table, or whose metadata table lists no ``files`` (readers then list
 storage), gets nothing.  Whether an action may run on a table at all is decided earlier, by
@@ -23,10 +30,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tablesvc.errors import UnsupportedTableError
-from tablesvc.metadata.files_changes import from_clean, from_commit
+from tablesvc.metadata.files_changes import from_clean, from_commit, from_rollback
 from tablesvc.metadata.listing import lists_files
 from tablesvc.metadata.mdt_clean import clean_if_due
 from tablesvc.metadata.mdt_compaction import compact_if_due, finish_pending_compactions
+from tablesvc.metadata.mdt_log_compaction import finish_pending_log_compactions, log_compact_if_due
 from tablesvc.metadata.stats_changes import stats_changes
 from tablesvc.metadata.record_index import record_index_changes
 from tablesvc.metadata.secondary_index import NO_CHANGES_OPERATIONS as SI_NO_CHANGES_OPERATIONS
@@ -34,7 +42,11 @@ from tablesvc.metadata.secondary_index import SecondaryIndexChanges, keyed_inser
 from tablesvc.metadata.secondary_index import group_key as si_group_key
 from tablesvc.metadata.secondary_index import secondary_indexes
 from tablesvc.metadata.write_key_changes import RECORD_INDEX, WriteKeyChanges
-from tablesvc.metadata.writer import MetadataTableWriter, PartitionRecords, cannot_remove_message
+from tablesvc.metadata.mdt_rollback import (
+    cannot_remove_message, eager_on_metadata_table, metadata_rollback_time, new_instant_time, rollback_delta_commit,
+    rollback_failed_writes,
+)
+from tablesvc.metadata.writer import MetadataTableWriter, PartitionRecords
 from tablesvc.table.config import TableConfig
 from tablesvc.table.metadata_opt_outs import listed_partitions
 from tablesvc.table.metadata_partitions import MetadataPartitionType
@@ -44,7 +56,11 @@ from timeline.payloads import CleanMetadata, CommitMetadata, RollbackMetadata, d
 
 # delta commits that are not writes: keys keep their file groups (Java writes no RLI records)
 NO_KEY_CHANGE_OPERATIONS = frozenset({"LOG_COMPACT", "COMPACT", "CLUSTER"})
-FIRST_VERSION_WRITTEN = 8       # v6 metadata tables (Hudi 0.x layout and payload rules) are not written
+FAILED_WRITES_POLICY_KEY = "hoodie.cleaner.policy.failed.writes"    # the metadata table's derives from it
+# v6 metadata tables are written as Hudi 0.15 writes them, files and column_stats only (V6_PARTITIONS;
+# docs/metadata-table.md, "Version 6")
+FIRST_VERSION_WRITTEN = 6
+V6_PARTITIONS = frozenset({MetadataPartitionType.FILES.value.folder, MetadataPartitionType.COLUMN_STATS.value.folder})
 
 
 def writes_metadata_table(config: TableConfig) -> bool:
@@ -69,14 +85,20 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes,
         return None
     if config.version < FIRST_VERSION_WRITTEN:
         raise UnsupportedTableError(f"{table.base_path}: table version {config.version} keeps a metadata table "
-                                    "that tablesvc does not write (versions 8 and 9 only)")
+                                    "that tablesvc does not write (versions 6, 8 and 9 only)")
+    v6_refusal = v6_partitions_refusal(table.base_path, config)
+    if v6_refusal is not None:          # the backstop of table.writable's refusal
+        raise UnsupportedTableError(v6_refusal)
     mdt = MetadataTableWriter.of(table.storage, table.base_path, table.instant_times,
                                  listed_partitions(config.props))
     done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED)
     decoded = decode_payload(done, payload, config.layout, f"{instant.timestamp}.{done.action.value}")
     if isinstance(decoded, RollbackMetadata):
-        for target in decoded.commits_rollback or ():
-            mdt.remove_delta_commit(target)
+        if config.version < 8:          # Hudi 0.15: a delta commit at R with the rollback's files first
+            mdt.write_delta_commit(instant.timestamp, {MetadataPartitionType.FILES.value.folder: from_rollback(decoded)})
+        # Java rolls back the first instant the rollback names (HBTMW.update(HoodieRollbackMetadata, R))
+        if decoded.commits_rollback:
+            rollback_delta_commit(mdt, decoded.commits_rollback[0], metadata_rollback_time(config, instant.timestamp))
         return None
     if isinstance(decoded, CleanMetadata):
         files = from_clean(decoded)
@@ -104,9 +126,24 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes,
     # compactions, its clean (mdt_clean), a new compaction; before T's delta commit, under the
     # same lock, so T's records stay out of the new base files (mdt_compaction)
     finish_pending_compactions(table, mdt)
+    finish_pending_log_compactions(table, mdt)
     clean_if_due(table, mdt)
     compact_if_due(table, mdt)
+    if config.version >= 8:             # v6 (Hudi 0.15: <latest>005, v6 log names) is not written
+        log_compact_if_due(table, mdt)  # when hoodie.metadata.log.compaction.enable (mdt_log_compaction)
+    _rollback_failed_metadata_writes(table, mdt)
     return mdt.write_delta_commit(instant.timestamp, changes, schemas)
+
+
+def _rollback_failed_metadata_writes(table: Any, mdt: MetadataTableWriter) -> None:
+    """The metadata write client's EAGER pass before its delta commit (Java's ``commitInternal``
+    runs ``rollbackFailedWrites``): pending metadata rollbacks finished, pending metadata delta
+    commits (a killed run's: each is written in one hold of this lock) rolled back at new times."""
+    from tablesvc.config import load_config
+
+    policy = str(load_config(table.storage, table_path=table.base_path).get(FAILED_WRITES_POLICY_KEY))
+    if eager_on_metadata_table(policy):
+        rollback_failed_writes(mdt, lambda: new_instant_time(mdt))
 
 
 def _record_index_records(table: Any, mdt: MetadataTableWriter, instant: Instant, done: Instant, decoded: Any,
@@ -156,21 +193,35 @@ def _secondary_index_records(table: Any, mdt: MetadataTableWriter, instant: Inst
     return out
 
 
+def v6_partitions_refusal(base_path: str, config: TableConfig) -> str | None:
+    """Why tablesvc cannot keep a version-6 table's metadata table (one line), or None: it lists
+    partitions other than ``files`` and ``column_stats`` (inflight ones too), which tablesvc does
+    not write on a v6 metadata table."""
+    if config.version >= 8 or not writes_metadata_table(config):
+        return None
+    others = [p for p in listed_partitions(config.props) if p not in V6_PARTITIONS]
+    if not others:
+        return None
+    return (f"{base_path}: a table version {config.version} table whose metadata table lists "
+            f"{', '.join(others)}: tablesvc keeps only files and column_stats of a version-6 metadata table")
+
+
 def remove_aborted_delta_commit(table: Any, timestamp: str) -> bool:
-    """Take the metadata table's delta commit ``timestamp`` out when the data instant it belongs
+    """Roll back the metadata table's delta commit ``timestamp`` when the data instant it belongs
     to is being aborted (the caller holds the table lock): the commit wrote it, then failed to
     write the data table's completed file.  Java readers trust a completed metadata delta commit
-    whose data instant is not completed, so it goes, as a rollback of the data instant removes it
-    (``MetadataTableWriter.remove_delta_commit``).  Nothing when the data instant did complete
-    (then it is not this abort's), or the table keeps no metadata table tablesvc writes; True when
-    one was removed."""
+    whose data instant is not completed, so it goes, as a rollback of the data instant takes it:
+    with a rollback instant on the metadata table at a new instant time, as Java's retry of the
+    instant would (``mdt_rollback.rollback_delta_commit``).  Nothing when the data instant did
+    complete (then it is not this abort's), or the table keeps no metadata table tablesvc writes;
+    True when one was rolled back."""
     config: TableConfig = table.config
     if not writes_metadata_table(config) or config.version < FIRST_VERSION_WRITTEN:
         return False
     if table.timeline().is_completed(timestamp):
         return False
     mdt = MetadataTableWriter.of(table.storage, table.base_path, table.instant_times, listed_partitions(config.props))
-    return mdt.remove_delta_commit(timestamp)
+    return rollback_delta_commit(mdt, timestamp, new_instant_time(mdt)) is not None
 
 
 def rollback_refusal(table: Any, target: str) -> str | None:
@@ -186,5 +237,5 @@ def rollback_refusal(table: Any, target: str) -> str | None:
     return None if holder is None else cannot_remove_message(mdt.base_path, target, holder)
 
 
-__all__ = ["FIRST_VERSION_WRITTEN", "remove_aborted_delta_commit", "rollback_refusal", "update_metadata_table",
-           "writes_metadata_table"]
+__all__ = ["FIRST_VERSION_WRITTEN", "V6_PARTITIONS", "remove_aborted_delta_commit", "rollback_refusal",
+           "update_metadata_table", "v6_partitions_refusal", "writes_metadata_table"]

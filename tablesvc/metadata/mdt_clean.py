@@ -1,4 +1,5 @@
-"""The metadata table's own clean (table versions 8 and 9), run as Hudi 1.2's writer runs it: in
+"""The metadata table's own clean (table versions 8 and 9; version 6 at Hudi 0.15's
+``<latest delta commit>002``, its plan in the inflight file too), run as Hudi 1.2's writer runs it: in
 the metadata table's table services at the start of a write, under the data table's lock, after
 pending compactions and before a new compaction (``HoodieBackedTableMetadataWriter.
 performTableServices``; when, which policy, what: ``mdt_clean_plan``).
@@ -46,6 +47,8 @@ from timeline.instant import Action, Instant, State
 from timeline.payloads import (CleanMetadata, CleanPartitionMetadata, decode_cleaner_plan, encode_clean_metadata,
                                encode_cleaner_plan)
 
+V6_CLEAN_SUFFIX = "002"       # HoodieTableMetadataUtil.OperationSuffix.CLEAN (Hudi 0.x): a v6 clean's time
+
 
 def execute(mdt: MetadataTableWriter, instant: str) -> Instant | None:
     """Run the metadata table's pending clean ``instant`` from its plan to its completed file;
@@ -56,8 +59,10 @@ def execute(mdt: MetadataTableWriter, instant: str) -> Instant | None:
     plan = decode_cleaner_plan(mdt.storage.read_bytes(timeline.path_of(requested)),
                                f"{mdt.base_path}: {requested.file_name()}")
     states = {f.state for f in timeline.files_of(instant)}
+    # version 6: the inflight file holds the plan too (Hudi 0.x's transitionCleanRequestedToInflight)
     inflight = (Instant(instant, Action.CLEAN, State.INFLIGHT) if State.INFLIGHT in states
-                else mdt.timeline_writer.start(requested))
+                else mdt.timeline_writer.start(requested, encode_cleaner_plan(plan) if mdt.config.version < 8
+                                               else b""))
     partitions: dict[str, CleanPartitionMetadata] = {}
     deleted = failed = 0
     for partition, paths in plan.files_to_delete().items():
@@ -104,9 +109,15 @@ def clean_if_due(table: Any, mdt: MetadataTableWriter, policy: MetadataCleanPoli
     plan = build_clean_plan(mdt.storage, mdt.base_path, mdt.config, timeline, policy, now_ms)
     if plan is None:
         return []
-    data = Timeline.load(table.storage, table.base_path, table.config.layout)
-    after = max((t for t in (timeline.max_time(), data.max_time()) if t is not None), default=None)
-    instant = table.instant_times.next(after=after)
+    if mdt.config.version < 8:
+        # Hudi 0.15 (cleanIfNecessary): at <latest completed delta commit>002, once
+        instant = timeline.latest_completed(Action.DELTA_COMMIT).timestamp + V6_CLEAN_SUFFIX
+        if timeline.files_of(instant):
+            return []
+    else:
+        data = Timeline.load(table.storage, table.base_path, table.config.layout)
+        after = max((t for t in (timeline.max_time(), data.max_time()) if t is not None), default=None)
+        instant = table.instant_times.next(after=after)
     mdt.storage.write_new(timeline.path_of(Instant(instant, Action.CLEAN, State.REQUESTED)), encode_cleaner_plan(plan))
     done = execute(mdt, instant)
     return [done] if done is not None else []

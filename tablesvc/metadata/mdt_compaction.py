@@ -1,4 +1,5 @@
-"""The metadata table's own compaction (table versions 8 and 9), run as Hudi 1.x's writer runs it:
+"""The metadata table's own compaction (table versions 8 and 9; version 6 as Hudi 0.15 schedules it:
+``schedule_v6``), run as Hudi 1.x's writer runs it:
 at the start of a write, under the data table's lock (docs/metadata-table.md, "The metadata
 table's compaction"; when and at which instant: ``mdt_compaction_plan``).
 
@@ -38,7 +39,9 @@ from typing import Any, Callable, Mapping
 
 from tablesvc.fsview.model import BaseFile, FileSlice, LogFile
 from tablesvc.fsview.names import BaseFileName, LogFileName
+from tablesvc.hfile import read_hfile
 from tablesvc.hfile.java_hash_order import java_hashmap_order
+from tablesvc.logformat import BlockType, read_log_file
 from tablesvc.logformat.hfile_content import KeyedRecord, encode_hfile_records
 from tablesvc.metadata.files_records import TYPE_FILE_LIST, TYPE_PARTITION_LIST
 from tablesvc.metadata.mdt_compaction_plan import (
@@ -62,6 +65,7 @@ from timeline.payloads import decode_compaction_plan, encode_commit_metadata, en
 from timeline.storage import join
 
 OPERATION = "COMPACT"
+V6_COMPACTION_SUFFIX = "001"       # HoodieTableMetadataUtil.OperationSuffix.COMPACTION (Hudi 0.x)
 FILE_NAME_FIELD = "_hoodie_file_name"
 Record = Mapping[str, Any]
 
@@ -139,7 +143,8 @@ def compact_operation(reader: MetadataTable, op: CompactionOperation, instant: s
     merged, log_count, log_keys = compacted_records(reader, op)
     name = base_file_name(op.file_id or "", instant)
     live = {k: _as_written(v, name) for k, v in merged.items() if v is not None}
-    data = encode_hfile_records([KeyedRecord(k, v) for k, v in live.items()], metadata_record_schema(),
+    schema = _operation_schema(reader, op) if reader.config.version < 8 else metadata_record_schema()
+    data = encode_hfile_records([KeyedRecord(k, v) for k, v in live.items()], schema,
                                 creation_time_ms=creation_time_ms)
     partition = op.partition_path or ""
     reader.storage.write_new(join(reader.base_path, partition, name), data)
@@ -159,6 +164,21 @@ def compact_operation(reader: MetadataTable, op: CompactionOperation, instant: s
         runtime_stats={"totalScanTime": 0, "totalCreateTime": int((time.monotonic() - started) * 1000),
                        "totalUpsertTime": 0},
         extra={"numUpdates": 0})
+
+
+def _operation_schema(reader: MetadataTable, op: CompactionOperation) -> str:
+    """The record schema a version-6 operation's slice is written with (its newest log block's,
+    else its base file's, else the bundled one): a Hudi 0.x table keeps 0.x's ``HoodieMetadataRecord``."""
+    base_path, log_paths = operation_paths(reader.base_path, op)
+    for path in reversed(sorted(log_paths, key=lambda p: LogFileName.parse(p.rpartition("/")[2]).version)):
+        for block in reversed(read_log_file(reader.storage, path).blocks):
+            if block.block_type in (BlockType.HFILE_DATA, BlockType.DELETE) and block.schema:
+                return block.schema
+    if base_path is not None:
+        schema = read_hfile(reader.storage, base_path).schema
+        if schema:
+            return schema
+    return metadata_record_schema()
 
 
 # -- the instant -----------------------------------------------------------------------------------
@@ -191,7 +211,10 @@ def execute(mdt: MetadataTableWriter, data_base_path: str, data: Timeline, insta
         stat = compact_operation(reader, op, instant, started, creation_time_ms)
         stats.setdefault(op.partition_path or "", []).append(stat)
     metadata = CommitMetadata(partition_to_write_stats={p: tuple(s) for p, s in stats.items()}, compacted=True,
-                              extra_metadata={"schema": commit_schema()}, operation_type=OPERATION, version=None)
+                              extra_metadata={"schema": commit_schema(_operation_schema(reader, plan.operations[0])
+                                                                      if mdt.config.version < 8 and plan.operations
+                                                                      else None)},
+                              operation_type=OPERATION, version=None)
     return mdt.timeline_writer.complete(inflight, encode_commit_metadata(metadata, mdt.config.layout))
 
 
@@ -201,6 +224,32 @@ def schedule(mdt: MetadataTableWriter, data: Timeline, new_time: Callable[[], st
     if timeline.pending_log_compactions():
         return None
     instant = compaction_instant_time(data, timeline, new_time())
+    if why_not_at(timeline, instant) is not None:
+        return None
+    plan = build_plan(mdt.storage, mdt.base_path, mdt.config, timeline, instant)
+    if plan is None:
+        return None
+    mdt.storage.write_new(timeline.path_of(Instant(instant, Action.COMPACTION, State.REQUESTED)),
+                          encode_compaction_plan(plan))
+    return instant
+
+
+def schedule_v6(mdt: MetadataTableWriter, data: Timeline) -> str | None:
+    """A version-6 metadata table's compaction, as Hudi 0.15 schedules it (``HoodieBackedTableMetadataWriter.
+    performTableServices``): at ``<latest completed delta commit>001`` (``createCompactionTimestamp``),
+    only when no data instant at or before that delta commit is requested or inflight and no
+    compaction or log compaction of the metadata table is pending
+    (``validateTimelineBeforeSchedulingCompaction``: v6 slices logs by the base instant in their
+    name, so a pending data instant's log would be merged into the base file); not again when that
+    instant is already on the metadata timeline.  Its plan takes every log file of the latest slices
+    (``build_plan``).  The plan's instant (None: none scheduled)."""
+    timeline = mdt.timeline()
+    latest = timeline.latest_completed(Action.DELTA_COMMIT)
+    if latest is None or timeline.pending_compactions() or timeline.pending_log_compactions():
+        return None
+    if any(i.timestamp <= latest.timestamp for i in data.pending()):
+        return None
+    instant = latest.timestamp + V6_COMPACTION_SUFFIX
     if why_not_at(timeline, instant) is not None:
         return None
     plan = build_plan(mdt.storage, mdt.base_path, mdt.config, timeline, instant)
@@ -230,6 +279,11 @@ def compact_if_due(table: Any, mdt: MetadataTableWriter, *,
     data = Timeline.load(table.storage, table.base_path, table.config.layout)
     if delta_commits_since_compaction(mdt.timeline()) < max_delta_commits:
         return done
+    if mdt.config.version < 8:
+        instant = schedule_v6(mdt, data)
+        if instant is not None:
+            done.append(execute(mdt, table.base_path, data, instant))
+        return done
     timeline = mdt.timeline()
     after = max((t for t in (timeline.max_time(), data.max_time()) if t is not None), default=None)
     instant = schedule(mdt, data, lambda: table.instant_times.next(after=after))
@@ -239,4 +293,4 @@ def compact_if_due(table: Any, mdt: MetadataTableWriter, *,
 
 
 __all__ = ["base_file_name", "compact_if_due", "compact_operation", "compacted_records", "execute",
-           "finish_pending_compactions", "merge_files_records", "merge_for", "schedule"]
+           "finish_pending_compactions", "merge_files_records", "merge_for", "schedule", "schedule_v6"]

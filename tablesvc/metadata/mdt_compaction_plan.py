@@ -123,7 +123,10 @@ def build_plan(storage: Storage, mdt_base_path: str, config: TableConfig, mdt: T
     planned: list[PlannedSlice] = []
     for s in sorted(group_slices(view), key=lambda x: (x.partition, x.file_id)):
         # an archived delta commit (absent from the active timeline) completed long before
-        logs = [lf for lf in s.log_files if completion.get(lf.name.instant, lf.name.instant) < instant]
+        # version 6: a log's name carries its slice's base instant, not its delta commit; the
+        # slice's logs all go (Hudi 0.15 gates the schedule on no pending data instant instead)
+        logs = [lf for lf in s.log_files
+                if config.version < 8 or completion.get(lf.name.instant, lf.name.instant) < instant]
         if not logs:
             continue
         planned.append(PlannedSlice(s, tuple(lf.file_name for lf in logs), sum(lf.size or 0 for lf in logs),

@@ -10,7 +10,9 @@ these to the delta commit at the data instant's time ``T``, beside the ``files``
   (``T`` inflight), and every file's ranges from the file itself: the truth on storage, which is
   what the metadata table's records of those files hold when it is true;
 * a clean: per deleted file and indexed column, its ``column_stats`` key in a DELETE block
-  (Hudi 1.x); nothing for ``partition_stats`` (Java's clean writes none).
+  (Hudi 1.x); nothing for ``partition_stats`` (Java's clean writes none).  Version 6 (Hudi 0.15):
+  every column of the writer schema is indexed (``v6_indexed_columns``), and a clean writes, per
+  deleted Parquet file and column, a stub record with ``isDeleted`` (``v6_clean_stats_records``).
 
 A partition is written only when ``hoodie.table.metadata.partitions`` lists it (complete).  The
 records are built with the schema the partition already uses, so they carry only its fields.
@@ -21,8 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from tablesvc.fsview.view import FileSystemView
-from tablesvc.metadata.indexed_columns import indexed_columns
-from tablesvc.metadata.stats_records import clean_stats_records, commit_stats_records
+from tablesvc.logformat import KeyedRecord
+from tablesvc.metadata.column_stats import ColumnRange
+from tablesvc.metadata.indexed_columns import ColumnStatsIndex, indexed_columns, v6_indexed_columns
+from tablesvc.metadata.stats_records import clean_stats_records, column_stats_record, commit_stats_records
 from tablesvc.metadata.writer import MetadataTableWriter, PartitionRecords
 from tablesvc.table.metadata_partitions import MetadataPartitionType
 from timeline.active import Timeline
@@ -56,8 +60,17 @@ def stats_changes(table: Any, mdt: MetadataTableWriter, ts: str,
     if isinstance(decoded, CommitMetadata):
         table_schema = (decoded.extra_metadata or {}).get("schema") or None
     table_schema = table_schema or timeline.latest_schema(table.storage) or table.config.create_schema
-    index = indexed_columns(table.storage, table.base_path, props, table_schema)
+    if table.config.version < 8:
+        index = v6_indexed_columns(table_schema, f"{table.base_path}: the table schema")
+    else:
+        index = indexed_columns(table.storage, table.base_path, props, table_schema)
     out: dict[str, PartitionRecords] = {}
+    if isinstance(decoded, CleanMetadata) and table.config.version < 8:
+        if COLUMN_STATS in wanted:
+            records = v6_clean_stats_records(decoded, index, schemas[COLUMN_STATS])
+            if records:
+                out[COLUMN_STATS] = PartitionRecords(records=records)
+        return out, schemas
     if isinstance(decoded, CleanMetadata):
         if COLUMN_STATS in wanted:
             keys = clean_stats_records(decoded, index).column_stats_deletes
@@ -86,4 +99,22 @@ def stats_changes(table: Any, mdt: MetadataTableWriter, ts: str,
     return out, schemas
 
 
-__all__ = ["keeps_stats", "stats_changes"]
+def v6_clean_stats_records(clean: CleanMetadata, index: ColumnStatsIndex, schema_json: str) -> tuple[KeyedRecord, ...]:
+    """A version-6 clean's ``column_stats`` records, as Hudi 0.15 writes them
+    (``HoodieTableMetadataUtil.convertMetadataToColumnStatsRecords``): per deleted Parquet base file
+    (log files get none) and indexed column, a data record holding ``HoodieColumnRangeMetadata.stub``
+    (no range, every count -1) with ``isDeleted`` true, in the HFile data block (0.15's payload
+    is no delete: only 1.x writes DELETE blocks for them)."""
+    out: list[KeyedRecord] = []
+    for partition, part in (clean.partition_metadata or {}).items():
+        for deleted in part.delete_path_patterns or ():
+            file_name = deleted.rsplit("/", 1)[-1]
+            if not file_name.endswith(".parquet"):
+                continue
+            for column, ctype in index.columns.items():
+                stub = ColumnRange(file_name, column, ctype, None, None, -1, -1, -1, -1)
+                out.append(column_stats_record(partition, stub, index, schema_json=schema_json, deleted=True))
+    return tuple(out)
+
+
+__all__ = ["keeps_stats", "stats_changes", "v6_clean_stats_records"]

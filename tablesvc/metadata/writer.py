@@ -6,16 +6,18 @@ timeline is changed under that lock, as Java's write client does, so no lock of 
 
 One delta commit:
 
-1. an earlier attempt at ``T`` (a run killed before its data instant completed) is removed first,
-   as Java's ``commitInternal`` rolls back an existing ``T``: its completed file goes (so no
-   reader takes it any more), then its log files, then its pending files;
+1. as Java's ``commitInternal`` (after its EAGER failed-writes pass, which ``maintain`` runs): an
+   earlier attempt at ``T`` (a run killed before its data instant completed) rolled back with a
+   rollback instant on the metadata table at a new time (``mdt_rollback.roll_back_before_rewrite``);
 2. ``T.deltacommit.requested`` (empty), then ``T.deltacommit.inflight`` (commit metadata without
    write stats, operation ``UPSERT_PREPPED``, as the fixtures hold);
 3. per touched file group of a partition, a NEW log file ``.<fileId>_T.log.1_<token>`` holding
    one HFILE_DATA block (headers INSTANT_TIME and SCHEMA, records sorted by key) and/or, after
    it, one DELETE block of the keys deleted (a clean's column stats; headers INSTANT_TIME and
    SCHEMA, each key's partition the metadata partition, as Java's append handle writes them): on
-   v8/v9 every delta commit writes its own log file.  The SCHEMA is the one the partition already
+   v8/v9 every delta commit writes its own log file; on version 6 the file is named by the base
+   instant of the group's latest slice, at the slice's next free log version, as Hudi 0.15 writes
+   on a storage without appends (``_write_v6_log``).  The SCHEMA is the one the partition already
    uses (``partition_schema``: its newest block's, else its base file's), so a table Hudi 1.0
    wrote keeps 1.0's record schema (readers such as hudi-rs reconcile a slice's blocks by it).  A key goes to file group
    ``|javaHash(key) % n|`` of the n groups the partition has (``file_group_index``);
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
 
-from tablesvc.errors import TablesvcError, TableConfigError
+from tablesvc.errors import TableConfigError
 from tablesvc.fsview.names import UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
 from tablesvc.fsview.view import FileSystemView
 from tablesvc.hfile import read_hfile
@@ -59,6 +61,8 @@ from timeline.transitions import TimelineWriter
 OPERATION = "UPSERT_PREPPED"     # what Hudi's metadata writer records for its delta commits
 # No Spark task writes these files (the driver does, under the lock): Hudi's token for such files.
 WRITE_TOKEN = UNKNOWN_WRITE_TOKEN
+# a version-6 log name taken by another writer between the listing and the write: the next version
+_MAX_V6_LOG_PROBES = 100
 
 
 def java_string_hash(text: str) -> int:
@@ -137,35 +141,7 @@ class MetadataTableWriter:
     def timeline(self) -> Timeline:
         return Timeline.load(self.storage, self.base_path, self.config.layout)
 
-    # -- removing an instant -----------------------------------------------------------------
-    def remove_delta_commit(self, ts: str) -> bool:
-        """Remove the metadata table's delta commit ``ts`` (pending or completed) and its log
-        files, as Hudi rolls back a metadata delta commit; True when there was one.  Order: the
-        completed file first (readers stop taking it), the logs, the pending files last, so a
-        crash in between leaves a pending instant the next removal finishes.
-
-        A completed ``ts`` that a compaction or log compaction of the metadata table already
-        holds (``holder_of``) cannot be taken out by removing its logs: refused (Hudi refuses it
-        too).  A rollback checks ``holder_of`` before it deletes anything; this is the backstop."""
-        timeline = self.timeline()
-        files = [f for f in timeline.files_of(ts) if f.action.completed_action is Action.DELTA_COMMIT]
-        if not files:
-            return False
-        completed = next((f for f in files if f.is_completed), None)
-        if completed is not None:
-            holder = self.holder_of(ts, timeline)
-            if holder is not None:
-                raise TablesvcError(cannot_remove_message(self.base_path, ts, holder))
-            logs = self._log_files_written(timeline, completed)
-            self.timeline_writer.revert_to_inflight(completed)
-        else:
-            logs = self._log_files_listed(ts)
-        for path in logs:
-            if self.storage.exists(path):
-                self.storage.delete(path)
-        self.timeline_writer.remove_pending(Instant(ts, Action.DELTA_COMMIT, State.INFLIGHT))
-        return True
-
+    # -- what holds an instant ------------------------------------------------------------------
     def holder_of(self, ts: str, timeline: Timeline | None = None) -> Instant | None:
         """The metadata table's compaction or log compaction (any state) that holds the completed
         delta commit ``ts``: one whose instant is later than ``ts``'s completion, so its plan may
@@ -184,30 +160,6 @@ class MetadataTableWriter:
                     or any(f.action in holders for f in timeline.files_of(instant.timestamp))):
                 return instant
         return None
-
-    def _log_files_written(self, timeline: Timeline, completed: Instant) -> list[str]:
-        """The log files a completed delta commit wrote: its write stats, no listing (each
-        partition folder may hold thousands of files, and this runs under the table lock)."""
-        metadata = timeline.commit_metadata(self.storage, completed)
-        # a stat naming another instant's log (a writer that appended) is never this commit's to delete
-        return [join(self.base_path, stat.path) for stats in metadata.partition_to_write_stats.values()
-                for stat in stats if stat.path and looks_like_log_file(stat.path.rsplit("/", 1)[-1])
-                and LogFileName.parse(stat.path.rsplit("/", 1)[-1]).instant == completed.timestamp]
-
-    def _log_files_listed(self, ts: str) -> list[str]:
-        """The log files of a pending delta commit (a run killed before its completed file; no
-        write stats to go by): listed, in the partitions the data table names only."""
-        if self.partitions:
-            folders = [p for p in self.partitions if self.storage.exists(join(self.base_path, p))]
-        else:
-            folders = [e.name for e in self.storage.list_dir(self.base_path) if e.is_dir and not e.name.startswith(".")]
-        out: list[str] = []
-        for partition in folders:
-            folder = join(self.base_path, partition)
-            for name in self.storage.list_names(folder):
-                if looks_like_log_file(name) and LogFileName.parse(name).instant == ts:
-                    out.append(join(folder, name))
-        return out
 
     # -- one delta commit ----------------------------------------------------------------------
     def file_groups(self, partition: str, timeline: Timeline) -> list[str]:
@@ -244,8 +196,10 @@ class MetadataTableWriter:
                            schemas: Mapping[str, str] | None = None) -> Instant:
         """The delta commit ``ts`` of ``changes`` (metadata partition -> ``files`` records, or a
         ``PartitionRecords`` built with ``schemas[partition]``); returns its completed instant."""
+        from tablesvc.metadata.mdt_rollback import roll_back_before_rewrite   # it imports this module
+
         started = time.monotonic()
-        self.remove_delta_commit(ts)
+        roll_back_before_rewrite(self, ts)
         timeline = self.timeline()
         requested = Instant(ts, Action.DELTA_COMMIT, State.REQUESTED)
         if timeline.files_of(ts):
@@ -282,34 +236,55 @@ class MetadataTableWriter:
 
     def _write_log(self, partition: str, file_id: str, ts: str, schema: str, records: list[KeyedRecord],
                    deleted_keys: list[str], started: float) -> WriteStat:
-        name = LogFileName(file_id, ts, 1, WRITE_TOKEN).name
         blocks = []
         if records:
             blocks.append(hfile_data_block(ts, schema, records))
         if deleted_keys:     # after the data block, as Java's append handle orders them
             blocks.append(delete_block(ts, schema, [(key, partition) for key in sorted(set(deleted_keys))]))
-        data = write_log_file(self.storage, join(self.base_path, partition, name), blocks)
+        if self.config.version < 8:
+            name, prev, base_file, data = self._write_v6_log(partition, file_id, blocks)
+        else:
+            name, prev, base_file = LogFileName(file_id, ts, 1, WRITE_TOKEN).name, ts, ""
+            data = write_log_file(self.storage, join(self.base_path, partition, name), blocks)
         size = len(data)
         return WriteStat(
-            file_id=file_id, path=f"{partition}/{name}", prev_commit=ts, partition_path=partition,
+            file_id=file_id, path=f"{partition}/{name}", prev_commit=prev, partition_path=partition,
             num_writes=len(records), num_deletes=len(set(deleted_keys)), num_update_writes=len(records),
             total_write_bytes=size,
-            file_size_in_bytes=size, total_log_read_time_ms=0, log_version=1, log_offset=0, base_file="",
+            file_size_in_bytes=size, total_log_read_time_ms=0, log_version=LogFileName.parse(name).version,
+            log_offset=0, base_file=base_file,
             log_files=(name,),
             runtime_stats={"totalScanTime": 0, "totalUpsertTime": int((time.monotonic() - started) * 1000),
                            "totalCreateTime": 0},
             extra={"numUpdates": 0})
 
+    def _write_v6_log(self, partition: str, file_id: str, blocks: list) -> tuple[str, str, str, bytes]:
+        """A version-6 metadata table's new log file (name, its slice's base instant, base file
+        name, bytes): named by the base instant of the group's latest slice, at the next free log
+        version of that slice, as Hudi 0.15's append handle rolls over to a new file on a storage
+        that cannot append (the ``file`` scheme; ``HoodieLogFormatWriter``); never appended to."""
+        view = FileSystemView.build(self.storage, self.base_path, self.config, self.timeline(), [partition],
+                                    sizes=False)
+        latest = next((s for s in view.latest_file_slices(self.storage) if s.file_id == file_id), None)
+        if latest is None:
+            raise TableConfigError(f"{join(self.base_path, partition)}: the metadata table's file group {file_id} "
+                                   "has no file slice to append a log file to")
+        folder = join(self.base_path, partition)
+        version = 1 + max((n.version for n in (LogFileName.parse(x) for x in self.storage.list_names(folder)
+                                                 if looks_like_log_file(x))
+                           if n.file_id == file_id and n.instant == latest.base_instant), default=0)
+        base_file = latest.base_file.file_name if latest.base_file is not None else ""
+        for attempt in range(_MAX_V6_LOG_PROBES):
+            name = LogFileName(file_id, latest.base_instant, version + attempt, WRITE_TOKEN).name
+            try:
+                return name, latest.base_instant, base_file, write_log_file(self.storage, join(folder, name), blocks)
+            except FileExistsError:
+                continue
+        raise TableConfigError(f"{folder}: no free log version for file group {file_id} after {_MAX_V6_LOG_PROBES} "
+                               "tries")
+
     def _encode(self, metadata: CommitMetadata) -> bytes:
         return encode_commit_metadata(metadata, self.config.layout)
-
-
-def cannot_remove_message(mdt_base_path: str, ts: str, holder: Instant) -> str:
-    """The one line refusing to take delta commit ``ts`` out of a metadata table ``holder`` holds."""
-    # only compactions commit on a metadata table; a completed log compaction shows as a delta commit
-    kind = "compaction" if holder.action in (Action.COMMIT, Action.COMPACTION) else "log compaction"
-    return (f"{mdt_base_path}: cannot remove the metadata table's delta commit {ts}: its "
-            f"{kind} {holder.timestamp} already holds it; restore the metadata table with Apache Hudi")
 
 
 def _by_file_group(records: Iterable, groups: list[str], key=lambda r: r.key) -> dict[str, list]:
@@ -319,5 +294,4 @@ def _by_file_group(records: Iterable, groups: list[str], key=lambda r: r.key) ->
     return out
 
 
-__all__ = ["MetadataTableWriter", "PartitionRecords", "cannot_remove_message", "commit_schema", "file_group_index",
-           "java_string_hash"]
+__all__ = ["MetadataTableWriter", "PartitionRecords", "commit_schema", "file_group_index", "java_string_hash"]

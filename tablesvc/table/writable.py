@@ -5,8 +5,9 @@ naming what it needs.  A table that keeps a metadata table (MDT): an action may 
 table only when every partition ``hoodie.table.metadata.partitions`` (and ``.inflight``) lists is
 either kept true by tablesvc's own commits (``metadata_partitions.MAINTAINED``, the one switch the
 MDT writer flips) or stays true by itself under that action (``leaves_true``, from what Java's
-writer records per action: docs/metadata-table-write-research.md §1.3); v6 tables with an MDT are
-refused whatever they list.  The refusal names the partitions and the key that would drop them
+writer records per action: docs/metadata-table-write-research.md §1.3); a v6 table with an MDT
+only when its MDT lists ``files`` and at most ``column_stats`` besides (tablesvc writes a v6 MDT
+as Hudi 0.15 does: docs/metadata-table.md, "Version 6").  The refusal names the partitions and the key that would drop them
 first (``table.metadata_opt_outs``).  Writes and compactions need a merge-on-read table;
 compactions also need the record keys stored in the files (``hoodie.populate.meta.fields``) and a
 merge mode tablesvc can apply.  Refusals are ``UnsupportedTableError`` (exit 2), one line naming
@@ -24,6 +25,8 @@ from tablesvc.table.metadata_opt_outs import listed_partitions, opt_out_key
 from tablesvc.table.metadata_partitions import MetadataPartitionType
 
 _KIND = MetadataPartitionType
+# what tablesvc keeps of a version-6 metadata table, as Hudi 0.15 writes it (docs/metadata-table.md, "Version 6")
+_V6_KEPT = frozenset({_KIND.FILES.value.folder, _KIND.COLUMN_STATS.value.folder})
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,10 @@ def metadata_table_refusal(table, action: TableAction, dropping: tuple[str, ...]
     if not cfg.has_metadata_table:
         return None
     listed = listed_partitions(dict(cfg.props)) or (_KIND.FILES.value.folder,)
-    if cfg.version < 8:
+    if cfg.version < 8 and any(p not in _V6_KEPT for p in listed):
         return (f"{table.base_path}: a table version {cfg.version} table with a metadata table "
-                f"(hoodie.table.metadata.partitions={','.join(listed)}): tablesvc neither updates nor drops it; "
-                f"{action.name} refused")
+                f"(hoodie.table.metadata.partitions={','.join(listed)}): tablesvc keeps only files and column_stats "
+                f"of a version-6 metadata table, and does not drop the others; {action.name} refused")
     if dropping_whole:
         return None
     if _KIND.FILES.value.folder not in cfg.metadata_partitions:

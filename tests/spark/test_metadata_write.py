@@ -80,3 +80,7 @@ def test_services_and_writes_keep_the_files_partition_true(tmp_path, spark, fixt
     _check(path, saved, "the rollback of the third upsert")
     assert third not in _mdt_delta_commits(path)
     assert not [n for n in (path / ".hoodie" / "metadata" / "files").iterdir() if f"_{third}." in n.name]
+    # as Java: a rollback instant at the data rollback's time on the metadata table, T gone from its timeline
+    table = Table.open(str(path))
+    mdt = MetadataTable(table.storage, table.base_path, table.timeline()).timeline
+    assert rb.instant in {i.timestamp for i in mdt.completed(Action.ROLLBACK)} and mdt.files_of(third) == ()

@@ -17,7 +17,7 @@ from tablesvc.metadata.secondary_index import SecondaryIndexChanges, listed_seco
 from tablesvc.metadata.write_key_changes import WriteKeyChanges
 from tablesvc.services.lifecycle import WRITE_LIFECYCLE, InstantLifecycle
 from timeline.instant import Action, State
-from timeline.payloads import CommitMetadata, encode_commit_metadata
+from timeline.payloads import CommitMetadata, decode_rollback_plan, encode_commit_metadata
 from timeline.transitions import TimelineWriter
 
 
@@ -63,10 +63,17 @@ def test_an_abort_after_the_metadata_delta_commit_takes_it_out(fixture_root, tmp
     [(files_then, logs_then)] = seen_at_failure
     assert any(f.is_completed and f.action is Action.DELTA_COMMIT for f in files_then), files_then
     assert logs_then
-    # and the abort took both T's out: timelines as before, no metadata log file of T
+    # and the abort took both T's out: the data timeline as before, no metadata log file of T; the
+    # metadata table rolled T back as Java does, with a rollback instant at a new time naming T
     fresh = Table.open(str(path))
     assert sorted(p.name for p in (path / ".hoodie" / "timeline").iterdir()) == data_timeline
-    assert sorted(p.name for p in (path / ".hoodie" / "metadata" / ".hoodie" / "timeline").iterdir()) \
-        == mdt_timeline
+    added = sorted(set(p.name for p in (path / ".hoodie" / "metadata" / ".hoodie" / "timeline").iterdir())
+                   - set(mdt_timeline))
+    r = added[0][:17]
+    assert r > ts and [n.replace(r, "R", 1) for n in added] == ["R.rollback.inflight", "R.rollback.requested",
+                                                               f"R_{added[-1][18:35]}.rollback"]
+    plan = decode_rollback_plan((path / ".hoodie" / "metadata" / ".hoodie" / "timeline" / added[1]).read_bytes(), "plan")
+    assert plan.instant_to_rollback.commit_time == ts
+    assert set(mdt_timeline) <= {p.name for p in (path / ".hoodie" / "metadata" / ".hoodie" / "timeline").iterdir()}
     files_now, logs_now = _mdt_files_of(fresh, ts)
     assert files_now == [] and logs_now == []

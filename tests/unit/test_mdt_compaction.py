@@ -200,8 +200,9 @@ def test_a_pending_data_instant_stays_out_of_the_base_files(fixture_root, tmp_pa
     assert all(latest.timestamp not in n for op in plan.operations for n in op.delta_file_paths)
     execute(writer, table.base_path, data, instant)
     assert _records(path) == before
-    # the pending instant's delta commit is still only in its log: removing it (a rollback) is allowed
-    assert writer.remove_delta_commit(latest.timestamp)
+    # the pending instant's delta commit is still only in its log: rolling it back is allowed
+    from tablesvc.metadata.mdt_rollback import new_instant_time, rollback_delta_commit
+    assert rollback_delta_commit(writer, latest.timestamp, new_instant_time(writer)) is not None
 
 
 def test_the_trigger_counts_delta_commits_since_the_last_compaction(fixture_root):

@@ -113,12 +113,21 @@ def test_the_refusal_is_one_line_naming_partitions_and_keys(files_maintained):
     assert "\n" not in str(refused.value)
 
 
-def test_version_6_with_a_metadata_table_stays_refused(files_maintained):
-    table = _Table({"hoodie.table.metadata.partitions": "files"}, version=6)
+def test_version_6_with_a_metadata_table_is_kept_for_files_and_column_stats(files_maintained):
+    """A v6 metadata table listing files (and column_stats) is written as Hudi 0.15 writes it
+    (docs/metadata-table.md, "Version 6"); one listing any other partition (inflight ones too)
+    stays refused."""
+    kept = _Table({"hoodie.table.metadata.partitions": "files"}, version=6)
     for action in ALL:
-        refusal = writable_refusal(table, action)
-        assert refusal == ("/data/t: a table version 6 table with a metadata table (hoodie.table.metadata.partitions"
-                           f"=files): tablesvc neither updates nor drops it; {action.name} refused")
+        assert writable_refusal(kept, action) is None
+    for props in ({"hoodie.table.metadata.partitions": "files,record_index"},
+                  {"hoodie.table.metadata.partitions": "files", "hoodie.table.metadata.partitions.inflight": "record_index"}):
+        table = _Table(props, version=6)
+        for action in ALL:
+            assert writable_refusal(table, action) == (
+                "/data/t: a table version 6 table with a metadata table (hoodie.table.metadata.partitions"
+                "=files,record_index): tablesvc keeps only files and column_stats of a version-6 metadata table, "
+                f"and does not drop the others; {action.name} refused")
 
 
 # -- which keys ask for a drop ---------------------------------------------------------------------------

@@ -173,10 +173,12 @@ def test_schema_file_is_json(fixture_root):
     assert json.loads(metadata_record_schema())["name"] == "HoodieMetadataRecord"
 
 
-def test_a_delta_commit_a_metadata_compaction_holds_is_not_removed(fixture_root, tmp_path):
-    """Removing the metadata table's ``T`` takes out its log files; once a compaction of the metadata
-    table folded ``T`` into a base file that would not remove its records: refused, nothing touched."""
+def test_a_delta_commit_a_metadata_compaction_holds_is_not_rolled_back(fixture_root, tmp_path):
+    """Rolling back the metadata table's ``T`` takes out its log files; once a compaction of the
+    metadata table folded ``T`` into a base file that would not remove its records: refused,
+    nothing touched (no rollback instant either)."""
     from tablesvc.errors import TablesvcError
+    from tablesvc.metadata.mdt_rollback import new_instant_time, rollback_delta_commit
     from tablesvc.metadata.writer import MetadataTableWriter
 
     path = copy_table(fixture_root.path("zips:mor_avro_v9_txns_simple_meta"), tmp_path)
@@ -189,10 +191,12 @@ def test_a_delta_commit_a_metadata_compaction_holds_is_not_removed(fixture_root,
     after = [i for i in timeline.completed(Action.DELTA_COMMIT) if i.timestamp > compaction.timestamp][0]
     before = sorted(p.name for p in (path / ".hoodie" / "metadata").rglob("*"))
     with pytest.raises(TablesvcError, match=f"delta commit {held.timestamp}: its compaction {compaction.timestamp}"):
-        mdt.remove_delta_commit(held.timestamp)
+        rollback_delta_commit(mdt, held.timestamp, new_instant_time(mdt))
     assert sorted(p.name for p in (path / ".hoodie" / "metadata").rglob("*")) == before
-    # one completed after the compaction goes: its completed, inflight and requested files and its logs
-    assert mdt.remove_delta_commit(after.timestamp)
+    # one completed after the compaction goes: its completed, inflight and requested files and its
+    # logs, with a completed rollback instant naming it
+    done = rollback_delta_commit(mdt, after.timestamp, new_instant_time(mdt))
+    assert done is not None and done.instant.is_completed and done.target == after.timestamp
     assert mdt.timeline().files_of(after.timestamp) == ()
     assert not [p for p in (path / ".hoodie" / "metadata").rglob(f"*_{after.timestamp}.log.*")]
-    assert not mdt.remove_delta_commit(after.timestamp)
+    assert rollback_delta_commit(mdt, after.timestamp, new_instant_time(mdt)) is None

@@ -361,12 +361,12 @@ class InstantLifecycle:
         return collision_requirements(self.table, timestamp, self.rules.action, self.rules.label)
 
     def _metadata_requirements(self, inflight: Instant) -> tuple[CommitRequirement, ...]:
-        """``MetadataTableKept`` on table versions 8 and 9 (checked last, once the action's own
+        """``MetadataTableKept`` on table versions 6, 8 and 9 (checked last, once the action's own
         requirements held): a Java writer or an indexer may change the metadata table's
         partitions between ``Table.open`` and this commit.  It costs one read of
         ``hoodie.properties`` and the timeline's load under the lock."""
         action = self.rules.table_action
-        if action is None or self.table.config.version < 8:
+        if action is None or self.table.config.version < 6:
             return ()
         return (MetadataTableKept(action, inflight.timestamp),)
 

@@ -155,7 +155,7 @@ class StillInflight(CommitRequirement):
 
 @dataclass(frozen=True)
 class MetadataTableKept(CommitRequirement):
-    """The metadata table is still one this commit may keep true (table versions 8 and 9).
+    """The metadata table is still one this commit may keep true (table versions 6, 8 and 9).
 
     What the command decided at ``Table.open`` (write the MDT or not, the refusal policy) may be
     stale by the commit: a Java writer may have initialised the metadata table or added a
@@ -178,7 +178,7 @@ class MetadataTableKept(CommitRequirement):
 
     def check(self, table: Any, timeline: Timeline | None) -> None:
         before: TableConfig = table.config
-        if before.version < 8:
+        if before.version < 6:
             return
         props = read_properties(table.storage, table.base_path)
         if props != dict(before.props):
