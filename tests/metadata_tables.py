@@ -113,6 +113,13 @@ def check_listing_slices_and_row_tuples(table, path, rows: list[tuple], columns:
 def kill_a_clean_at_every_point(tmp_path, template) -> dict:
     """Runs ``tests/crash_harness.py --fork`` on copies of ``template``: a clean killed (SIGKILL)
     after each of its storage calls in turn; returns the harness's JSON run (every point killed)."""
+    return kill_at_every_point(tmp_path, template, "clean")
+
+
+def kill_at_every_point(tmp_path, template, *command: str) -> dict:
+    """Runs ``tests/crash_harness.py --fork`` on copies of ``template``: ``command`` (the harness's
+    action and arguments, e.g. ``rollback T --allow-completed``) killed (SIGKILL) after each of its
+    storage calls in turn; returns the harness's JSON run (every point killed)."""
     import json
     import os
     import signal
@@ -123,7 +130,7 @@ def kill_a_clean_at_every_point(tmp_path, template) -> dict:
     repo = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(repo), TABLESVC_SPARK_LOG=str(tmp_path / "spark.log"))
     proc = subprocess.run([sys.executable, str(repo / "tests" / "crash_harness.py"), "--fork", str(template),
-                           str(tmp_path / "points"), "clean"],
+                           str(tmp_path / "points"), *command],
                           env=env, capture_output=True, text=True, timeout=900, start_new_session=True)
     assert proc.returncode == 0, f"harness failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     run = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -138,3 +145,73 @@ def slices_agree(path) -> None:
 
     table = Table.open(str(path))
     assert tablesvc_slices(table) == hudi_rs_slice_rows(path) == storage_slices(table)
+
+
+def live_metadata_records(path) -> dict:
+    """Every metadata partition's merged records, by partition and key; keys a DELETE block
+    removed are left out."""
+    from tablesvc.api import Table
+    from tablesvc.metadata import MetadataTable
+    from tablesvc.metadata.mdt_compaction import merge_for
+    from tablesvc.metadata.mdt_compaction_plan import metadata_partitions
+    from tablesvc.metadata.partition_reader import partition_records
+
+    table = Table.open(str(path))
+    reader = MetadataTable(table.storage, table.base_path, table.timeline())
+    return {p: {k: v for k, v in partition_records(reader, p, merge_for(p)).items() if v is not None}
+            for p in metadata_partitions(table.storage, reader.base_path)}
+
+
+def tablesvc_row_tuples(path, columns: tuple[str, ...]) -> list[tuple]:
+    """tablesvc's read of the table's latest slices, as sorted tuples of ``columns``."""
+    from tablesvc.api import Table
+    from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
+
+    table = Table.open(str(path))
+    ctx = ReadContext.for_table(table)
+    rows = []
+    for s in table.latest_file_slices():
+        rows += read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx).to_pylist()
+    return sorted(tuple(r[c] for c in columns) for r in rows)
+
+
+def finish_the_rollback_of(path, t: str, config):
+    """Recover a table killed somewhere in a rollback of data instant ``t`` as an operator would a
+    day later (the failed-writes pass, then ``tablesvc rollback t`` if ``t`` is still completed),
+    and check that nothing of ``t`` is left on either timeline.  The table and its metadata table."""
+    from tablesvc.api import Table
+    from tablesvc.metadata import MetadataTable
+    from tablesvc.services.rollback import rollback, rollback_failed
+    from timeline.clock import ManualClock, SystemClock
+
+    later = Table.open(str(path), clock=ManualClock(SystemClock().now_ms() + 24 * 3600 * 1000))
+    rollback_failed(later, config=config)
+    if Table.open(str(path)).timeline().is_completed(t):      # killed before the rollback was requested
+        rollback(later, t, config=config, allow_completed=True)
+    table = Table.open(str(path))
+    mdt = MetadataTable(table.storage, table.base_path, table.timeline())
+    assert table.timeline().pending() == () and mdt.timeline.pending() == ()
+    assert table.timeline().files_of(t) == () and mdt.timeline.files_of(t) == ()
+    return table, mdt
+
+
+class Killed(BaseException):
+    """A process killed in the middle of an action: nothing after the raise runs (a BaseException,
+    so no ``except Exception`` of the code under test catches it)."""
+
+
+def kill_after_the_first_log_file(monkeypatch, storage):
+    """From now on, ``storage``'s class raises ``Killed`` right after the first log file it writes
+    whole (``write_new`` of a name holding ``.log.``).  Returns what brings the process back to
+    life (the real ``write_new`` again)."""
+    storage_type = type(storage)
+    real_write_new = storage_type.write_new
+
+    def dying_write_new(self, p, data, *a, **k):
+        out = real_write_new(self, p, data, *a, **k)
+        if ".log." in p:
+            raise Killed()
+        return out
+
+    monkeypatch.setattr(storage_type, "write_new", dying_write_new)
+    return lambda: monkeypatch.setattr(storage_type, "write_new", real_write_new)

@@ -291,7 +291,7 @@ class ModelRun:
         from timeline.clock import ManualClock
 
         self.seed, self.steps, self.version = seed, steps, version
-        self.metadata = metadata      # the table is created with a metadata table (v8/v9: files)
+        self.metadata = metadata      # the table is created with a metadata table (files; v6: Hudi 0.15's)
         self.rng = random.Random(seed)
         self.path = os.path.join(workdir, f"model_v{version}{'_mdt' if metadata else ''}_seed{seed}")
         self.clock = ManualClock(1_700_000_000_000)
@@ -545,7 +545,7 @@ def scratch_dir() -> str:
 def run_model(seed: int, steps: int, version: int = 8, workdir: str | None = None, keep: bool = False,
               metadata: bool = False) -> RunStats:
     """One seeded run; raises ``ModelFailure`` (the table is then kept for inspection).
-    ``metadata``: the table gets a metadata table at creation (v8/v9), which every commit keeps."""
+    ``metadata``: the table gets a metadata table at creation, which every commit keeps."""
     own = workdir is None
     workdir = workdir or scratch_dir()
     run = ModelRun(seed, steps, version, workdir, metadata)
@@ -561,7 +561,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--version", type=int, default=8, choices=(6, 8, 9))
     parser.add_argument("--keep", help="run in this folder and keep the table")
-    parser.add_argument("--metadata", action="store_true", help="create the table with a metadata table (v8/v9)")
+    parser.add_argument("--metadata", action="store_true", help="create the table with a metadata table")
     args = parser.parse_args(argv)
     workdir = args.keep or scratch_dir()
     try:

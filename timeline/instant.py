@@ -23,8 +23,11 @@ from functools import lru_cache
 from timeline.errors import InvalidInstantError
 
 # yyyyMMddHHmmss[SSS], and the metadata table's version-6 suffixed times (a 17-digit time and
-# three more digits: <T>001 compaction, <T>002 clean, <R>006 rollback, ...; Hudi 0.x writers)
-_TIME = re.compile(r"^\d{14}(\d{3}){0,2}$")
+# three more digits: <T>001 compaction, <T>002 clean, <R>006 rollback, ...; Hudi 0.x writers),
+# suffixed once more when the time they suffix already was: Hudi 0.15 initialises a partition of
+# an existing metadata table at <T>010 and its compaction / clean after it are <T>010001 / <T>010002
+# (HoodieTableMetadataUtil.createCompactionTimestamp appends to any time; 23 digits)
+_TIME = re.compile(r"^\d{14}(\d{3}){0,3}$")
 
 
 class Action(enum.Enum):
@@ -118,7 +121,7 @@ def validate_instant_time(text: str, what: str = "instant time") -> str:
     """Check ``yyyyMMddHHmmss[SSS]``; return the text unchanged."""
     if not _TIME.match(text or ""):
         raise InvalidInstantError(f"invalid {what} {text!r}: expected 17 digits yyyyMMddHHmmssSSS "
-                                   "(or 20, a suffixed metadata-table time)")
+                                   "(or 20 or 23, a suffixed metadata-table time)")
     return text
 
 
@@ -230,7 +233,7 @@ class Instant:
 # T.inflight.  Only names this accepts *and* ``_trusted`` approves skip the checked parser;
 # anything else (including every malformed name) goes through ``Instant._parse_checked``, so
 # results and error messages are those of the reference parser.
-_NAME = re.compile(r"(\d{14}(?:\d{3}){0,2})(?:_(\d{14}(?:\d{3})?))?\.([a-z]+)(?:\.(requested|inflight))?")
+_NAME = re.compile(r"(\d{14}(?:\d{3}){0,3})(?:_(\d{14}(?:\d{3})?))?\.([a-z]+)(?:\.(requested|inflight))?")
 _ACTIONS = {a.value: a for a in Action}
 _STATES = {"requested": State.REQUESTED, "inflight": State.INFLIGHT}
 

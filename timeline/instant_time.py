@@ -38,10 +38,12 @@ def format_instant(epoch_ms: int, tz: tzinfo = timezone.utc) -> str:
 
 
 def parse_instant(text: str, tz: tzinfo = timezone.utc) -> int:
-    """Epoch milliseconds of an instant time (14 or 17 digits)."""
+    """Epoch milliseconds of an instant time (14 or 17 digits; a version-6 metadata table's
+    20-digit time, ``<17 digits><suffix>``, is its first 17 digits' millisecond, so that a time
+    made one millisecond after it sorts after it)."""
     validate_instant_time(text)
     dt = datetime.strptime(text[:14], FORMAT).replace(tzinfo=tz)
-    millis = int(text[14:]) if len(text) == 17 else 0
+    millis = int(text[14:17]) if len(text) >= 17 else 0
     return int(dt.timestamp()) * 1000 + millis
 
 

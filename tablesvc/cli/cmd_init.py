@@ -1,8 +1,8 @@
 """``tablesvc init PATH --name N --record-key K [...]``: create an empty MOR table.
 
 ``hoodie.metadata.enable`` (``--conf``/``--config``) decides whether the table gets a metadata
-table; unset, table versions 8 and 9 get one (as a Java Spark writer's default) and version 6 none
-(tablesvc keeps no version-6 metadata table: asking for one there is refused, exit 2)."""
+table; unset, every table version gets one (a Java Spark writer's default: Hudi 1.2's metadata
+table on versions 8 and 9, Hudi 0.15's on version 6)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if os.path.isdir(args.path) and os.listdir(args.path) and not os.path.isdir(os.path.join(args.path, ".hoodie")):
         raise InvalidInputError(f"{os.path.abspath(args.path)} exists and is not empty; choose a new folder")
     cfg = args.service_config
-    metadata_table = (args.table_version >= 8 if cfg.source(METADATA_ENABLE) == "default"
-                      else bool(cfg.get(METADATA_ENABLE)))
+    metadata_table = bool(cfg.get(METADATA_ENABLE))      # default true, as Java's writers
     spec = TableSpec(name=args.name, record_key_fields=_fields(args.record_key),
                      ordering_field=args.ordering_field or None, partition_fields=_fields(args.partition_field),
                      table_version=args.table_version, hive_style_partitioning=not args.no_hive_style,

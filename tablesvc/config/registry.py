@@ -118,15 +118,19 @@ _KEYS = [
     ConfigKey("hoodie.metadata.derive.from.datatable.clean.policy", True, _parse_bool,
               "The metadata table's own clean (inside each commit): derive its policy from the table's cleaner "
               "keys as Hudi 1.2 does (commits: max(20, 1.2 x retained); versions or hours: ceil(1.2 x n)); "
-              "false: keep 2 file versions.  Read from the table's .hoodie/tablesvc.yaml and the defaults."),
+              "false: keep 2 file versions.  Read from the committing command's configuration (--conf too)."),
     ConfigKey("hoodie.metadata.log.compaction.enable", False, _parse_bool,
               "The metadata table's own log compaction (inside each commit, after its clean and compaction): "
               "when no metadata compaction ran, merge the log blocks of each metadata file slice with at least "
               "hoodie.metadata.log.compaction.blocks.threshold blocks into one, as Hudi 1.2 does (default off, "
-              "as Java's).  Read from the table's .hoodie/tablesvc.yaml and the defaults (docs/metadata-table.md)."),
+              "as Java's).  Read from the committing command's configuration, --conf too (docs/metadata-table.md)."),
     ConfigKey("hoodie.metadata.log.compaction.blocks.threshold", 5, _parse_int(1),
               "The metadata table's log compaction: delta commits since its last compaction and log compaction "
               "that make one due, and the log files or valid blocks a slice needs to be taken (Java's default 5)."),
+    ConfigKey("hoodie.metadata.compact.max.delta.commits", 10, _parse_int(1),
+              "The metadata table's own compaction (inside each commit): delta commits since its last "
+              "compaction that make one due (Java's default 10).  Read from the committing command's "
+              "configuration, --conf too (docs/metadata-table.md)."),
     # reads
     ConfigKey("hoodie.metadata.enable", True, _parse_bool,
               "Readers: list a table's files through its metadata table (the files partition) when "

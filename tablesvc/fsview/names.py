@@ -17,7 +17,8 @@ from tablesvc.errors import FileNameError
 
 _FILE_ID = re.compile(r"^[A-Za-z0-9-]+$")
 _TOKEN = re.compile(r"^\d+-\d+-\d+$")
-_INSTANT = re.compile(r"^\d{14}(\d{3}){0,2}$")  # 20 digits: a v6 metadata table's suffixed time
+# 20 or 23 digits: a v6 metadata table's suffixed time (timeline.instant._TIME)
+_INSTANT = re.compile(r"^\d{14}(\d{3}){0,3}$")
 _LOG = re.compile(r"^\.(?P<fid>[^_]+)_(?P<instant>[^_]*)\.(?P<ext>log|archive)\.(?P<version>\d+)"
                   r"(?:_(?P<token>\d+-\d+-\d+))?(?P<cdc>\.cdc)?$")
 

@@ -24,6 +24,16 @@ after this returns: ``create_table`` writes the data table's ``hoodie.properties
 so a crash anywhere in here leaves no table at all (no ``hoodie.properties``), and a retried
 ``tablesvc init`` starts by deleting what the killed run left under ``.hoodie/metadata`` (as Java
 deletes an initialising partition's folder before it starts).
+
+Version 6 (Hudi 0.15's ``HoodieBackedTableMetadataWriter.initializeIfNeeded`` /
+``initializeFromFilesystem`` on a table without a completed instant; checked against fixture
+``v6_mdt_files``, which Java 0.15.0 initialised on an empty table): only ``files`` (0.15's default
+partitions), at ``00000000000000010`` (the 14-zero initialisation time plus the suffix ``010``,
+``HoodieTableMetadataUtil.createIndexInitTimestamp``); the metadata table's ``hoodie.properties``
+with 0.15's keys (``archived``, layout 1, ``HoodieTableMetadataKeyGenerator``, the merger strategy
+id); the record written with Hudi 0.15's schema (``metadata_record_schema_v6``) and
+``_hoodie_file_name`` set to the base file's name, as Java 0.15's bulk insert writes it; operation
+``BULK_INSERT``; no ``numUpdates`` in the write stat.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ from tablesvc.logformat import KeyedRecord, delete_block, write_log_file
 from tablesvc.logformat.hfile_content import encode_hfile_records
 from tablesvc.metadata.files_records import TYPE_PARTITION_LIST
 from tablesvc.metadata.reader import metadata_base_path
-from tablesvc.metadata.record_schema import files_record, metadata_record_schema
+from tablesvc.metadata.record_schema import files_record, metadata_record_schema, metadata_record_schema_v6
 from tablesvc.metadata.writer import MetadataTableWriter, WRITE_TOKEN, commit_schema
 from tablesvc.metadata.column_stats import IndexVersion
 from tablesvc.metadata.indexed_columns import COLUMN_STATS_INDEX, default_indexed_columns
@@ -49,7 +59,10 @@ from timeline.payloads import CommitMetadata, WriteStat, encode_commit_metadata
 from timeline.storage import Storage, join
 
 OPERATION = "BULK_INSERT_PREPPED"            # what Hudi records for a partition's initialisation
+OPERATION_V6 = "BULK_INSERT"                  # what Hudi 0.15 records for it (fixture v6_mdt_files)
 FIRST_INIT_INSTANT = "00000000000000000"      # HoodieTimeline.SOLO_COMMIT_TIMESTAMP: no completed instant yet
+# Hudi 0.15: no completed data instant -> "00000000000000", plus "%03d" of 10 + the offset
+V6_INIT_TIME, V6_INIT_SUFFIX = "00000000000000", 10
 INIT_LOG_WRITE_TOKEN = "0-0-0"                # the init log files' token in every fixture
 ALL_PARTITIONS_KEY = "__all_partitions__"
 # Hudi's default file-group counts (HoodieMetadataConfig): files 1, column stats 2, partition stats 1
@@ -63,15 +76,35 @@ class BuiltPartition:
     instant: str        # its initialisation delta commit
 
 
-def init_instant(offset: int) -> str:
+def init_instant(offset: int, table_version: int = 8) -> str:
     """The initialisation instant of the ``offset``-th partition built: ``SOLO_COMMIT_TIMESTAMP``
-    plus ``offset`` milliseconds (Java's ``generateUniqueInstantTime`` on an empty table)."""
+    plus ``offset`` milliseconds (Java's ``generateUniqueInstantTime`` on an empty table); on
+    version 6 ``00000000000000`` + ``010`` + offset (Hudi 0.15's ``createIndexInitTimestamp``)."""
+    if table_version < 8:
+        return f"{V6_INIT_TIME}{V6_INIT_SUFFIX + offset:03d}"
     return f"{int(FIRST_INIT_INSTANT) + offset:017d}"
 
 
 def metadata_table_properties(data_props: dict[str, str]) -> dict[str, str]:
-    """The metadata table's ``hoodie.properties`` for a data table with ``data_props`` (v8/v9)."""
+    """The metadata table's ``hoodie.properties`` for a data table with ``data_props``: Java 1.2's
+    keys on v8/v9, Hudi 0.15's (``HoodieBackedTableMetadataWriter.initializeMetaClient``, the
+    fixture ``v6_mdt_files``) on v6."""
     version = data_props["hoodie.table.version"]
+    if int(version) < 8:
+        return {
+            "hoodie.compaction.payload.class": "org.apache.hudi.metadata.HoodieMetadataPayload",
+            "hoodie.table.type": "MERGE_ON_READ",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.timeline.layout.version": data_props["hoodie.timeline.layout.version"],
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.table.recordkey.fields": "key",
+            "hoodie.table.name": f"{data_props['hoodie.table.name']}_metadata",
+            "hoodie.compaction.record.merger.strategy": "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5",
+            "hoodie.populate.meta.fields": "false",
+            "hoodie.table.keygenerator.class": "org.apache.hudi.metadata.HoodieTableMetadataKeyGenerator",
+            "hoodie.table.base.file.format": "HFILE",
+            "hoodie.table.version": version,
+        }
     return {
         "hoodie.compaction.payload.class": "org.apache.hudi.metadata.HoodieMetadataPayload",
         "hoodie.table.initial.version": data_props.get("hoodie.table.initial.version", version),
@@ -109,9 +142,10 @@ def build_metadata_table(storage: Storage, data_base_path: str, data_props: dict
     write_properties(storage, base, metadata_table_properties(data_props), create=True)
     writer = MetadataTableWriter.of(storage, data_base_path, generator)
     built = []
+    version = int(data_props["hoodie.table.version"])
     for offset, kind in enumerate(kinds):
-        instant = init_instant(offset)
-        _build_partition(writer, kind, instant)
+        instant = init_instant(offset, version)
+        _build_partition(writer, kind, instant, version)
         built.append(BuiltPartition(kind.value.folder, instant))
     return built
 
@@ -125,8 +159,10 @@ def chosen_partitions(data_props: dict[str, str], column_stats: bool) -> tuple[M
     ``column_stats`` (``hoodie.metadata.index.column.stats.enable``, default true for Spark) with
     ``partition_stats`` on a partitioned table.  Column stats need the table's schema (their
     definition names its columns), so a table created without one gets ``files`` only (Java's next
-    writer adds the others itself)."""
+    writer adds the others itself).  Version 6: ``files`` only, what Hudi 0.15 enables by default."""
     kinds = [MetadataPartitionType.FILES]
+    if int(data_props["hoodie.table.version"]) < 8:
+        return tuple(kinds)
     if column_stats and data_props.get("hoodie.table.create.schema"):
         kinds.append(MetadataPartitionType.COLUMN_STATS)
         if data_props.get("hoodie.table.partition.fields"):
@@ -162,7 +198,9 @@ def with_metadata_table(storage: Storage, data_base_path: str, data_props: dict[
     return props
 
 
-def _build_partition(writer: MetadataTableWriter, kind: MetadataPartitionType, instant: str) -> None:
+def _build_partition(writer: MetadataTableWriter, kind: MetadataPartitionType, instant: str,
+                     table_version: int = 8) -> None:
+    v6 = table_version < 8
     started = time.monotonic()
     storage, name = writer.storage, kind.value.folder
     folder = join(writer.base_path, name)
@@ -180,8 +218,11 @@ def _build_partition(writer: MetadataTableWriter, kind: MetadataPartitionType, i
     stats: dict[str, tuple[WriteStat, ...]] = {}
     if kind is MetadataPartitionType.FILES:
         base_name = BaseFileName(file_ids[0], WRITE_TOKEN, instant, "hfile").name
-        record = files_record(TYPE_PARTITION_LIST, {})       # an empty table has no partition yet
-        data = encode_hfile_records([KeyedRecord(ALL_PARTITIONS_KEY, record)], metadata_record_schema())
+        schema = metadata_record_schema_v6() if v6 else metadata_record_schema()
+        record = files_record(TYPE_PARTITION_LIST, {}, schema)       # an empty table has no partition yet
+        if v6:                  # Java 0.15's bulk insert fills the file name in
+            record["_hoodie_file_name"] = base_name
+        data = encode_hfile_records([KeyedRecord(ALL_PARTITIONS_KEY, record)], schema)
         storage.write_new(join(folder, base_name), data)
         stats[name] = (WriteStat(
             file_id=file_ids[0], path=f"{name}/{base_name}", prev_commit="null", partition_path=name,
@@ -189,9 +230,10 @@ def _build_partition(writer: MetadataTableWriter, kind: MetadataPartitionType, i
             file_size_in_bytes=len(data), total_log_records=0, total_log_blocks=0,
             runtime_stats={"totalScanTime": 0, "totalUpsertTime": 0,
                            "totalCreateTime": int((time.monotonic() - started) * 1000)},
-            extra={"numUpdates": 0}),)
-    metadata = CommitMetadata(partition_to_write_stats=stats, compacted=False,
-                              extra_metadata={"schema": commit_schema()}, operation_type=OPERATION, version=None)
+            extra={} if v6 else {"numUpdates": 0}),)
+    schema = commit_schema(metadata_record_schema_v6()) if v6 else commit_schema()
+    metadata = CommitMetadata(partition_to_write_stats=stats, compacted=False, extra_metadata={"schema": schema},
+                              operation_type=OPERATION_V6 if v6 else OPERATION, version=None)
     writer.timeline_writer.complete(inflight, encode_commit_metadata(metadata, writer.config.layout))
 
 

@@ -18,7 +18,11 @@ Version 6 (a metadata table listing ``files`` and maybe ``column_stats``; docs/m
 same delta commit at ``T`` in the v6 layout, with v6 log names (``writer``); a rollback ``R``
 first writes a delta commit at ``R`` with the rollback's ``files`` additions (``from_rollback``,
 Hudi 0.15), then rolls ``T`` back at ``R006``; the metadata table's compaction and clean take
-0.15's suffixed times (``mdt_compaction.schedule_v6``, ``mdt_clean``).
+0.15's suffixed times (``mdt_compaction.schedule_v6``, ``mdt_clean``), its log compaction
+``<latest>005`` when no compaction was scheduled (``mdt_log_compaction.schedule_v6``).
+
+The metadata table's services read the committing command's configuration
+(``metadata_services_config``: defaults < ``.hoodie/tablesvc.yaml`` < ``--config`` < ``--conf``).
 
 A table without a metadata table, or whose metadata table lists no ``files`` (readers then list
 storage), gets nothing.  Whether an action may run on a table at all is decided earlier, by
@@ -29,12 +33,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from tablesvc.config.loader import ServiceConfig, load_config
 from tablesvc.errors import UnsupportedTableError
 from tablesvc.metadata.files_changes import from_clean, from_commit, from_rollback
 from tablesvc.metadata.listing import lists_files
 from tablesvc.metadata.mdt_clean import clean_if_due
 from tablesvc.metadata.mdt_compaction import compact_if_due, finish_pending_compactions
-from tablesvc.metadata.mdt_log_compaction import finish_pending_log_compactions, log_compact_if_due
+from tablesvc.metadata.mdt_log_compaction import (
+    finish_pending_log_compactions, log_compact_if_due, log_compact_v6_if_due,
+)
 from tablesvc.metadata.stats_changes import stats_changes
 from tablesvc.metadata.record_index import record_index_changes
 from tablesvc.metadata.secondary_index import NO_CHANGES_OPERATIONS as SI_NO_CHANGES_OPERATIONS
@@ -69,9 +76,31 @@ def writes_metadata_table(config: TableConfig) -> bool:
     return lists_files(config)
 
 
+def metadata_services_config(table: Any, config: Any = None) -> ServiceConfig:
+    """The configuration the metadata table's own services read inside a commit (its clean,
+    compaction and log compaction keys, the cleaner keys its clean derives from, the failed-writes
+    policy): the committing command's, with the precedence every command has (``config.loader``):
+    built-in defaults < the table's ``.hoodie/tablesvc.yaml`` < ``--config`` < ``--conf``.
+
+    ``config``: a ``ServiceConfig`` (the CLI's, ``Table``'s methods' from their ``options``) is
+    used as it is; None (a library caller that gave none) is the table's ``.hoodie/tablesvc.yaml``
+    over the defaults; a plain mapping of Hudi keys is layered over the table's file, as
+    ``Table.service_config(options)`` layers ``options``."""
+    if isinstance(config, ServiceConfig):
+        return config
+    if config is None:
+        return load_config(table.storage, table_path=table.base_path)
+    if isinstance(config, Mapping):
+        pairs = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in config.items()
+                 if v is not None and v != ""]
+        return load_config(table.storage, conf_pairs=pairs, table_path=table.base_path)
+    raise TypeError(f"expected a ServiceConfig, a mapping of Hudi keys or None, got {type(config).__name__}")
+
+
 def update_metadata_table(table: Any, instant: Instant, payload: bytes,
                           key_changes: WriteKeyChanges | None = None,
-                          secondary_index: Mapping[str, SecondaryIndexChanges] | None = None) -> Instant | None:
+                          secondary_index: Mapping[str, SecondaryIndexChanges] | None = None,
+                          config: Any = None) -> Instant | None:
     """The metadata table's update for ``instant`` (the data instant about to complete, with the
     completed file's ``payload``); ``table`` gives ``storage``, ``base_path``, ``config`` and
     ``instant_times``.  ``key_changes``: a write's inserted/updated/deleted keys, as its tasks
@@ -79,7 +108,9 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes,
     ``secondary_index``: a write's changes to each secondary index (``spark.secondary_index_job``;
     needed when a ``secondary_index_*`` partition is listed).  Returns the
     metadata table's completed delta commit, or None when the action writes none (a rollback) or
-    the table has no metadata table to keep."""
+    the table has no metadata table to keep.  ``config``: the committing command's configuration,
+    which the metadata table's own services read (``metadata_services_config``)."""
+    services_config = metadata_services_config(table, config)
     config: TableConfig = table.config
     if not writes_metadata_table(config):
         return None
@@ -125,25 +156,30 @@ def update_metadata_table(table: Any, instant: Instant, payload: bytes,
     # the metadata table's own services, in Java's order (performTableServices): pending
     # compactions, its clean (mdt_clean), a new compaction; before T's delta commit, under the
     # same lock, so T's records stay out of the new base files (mdt_compaction)
+    # (their keys: the command's configuration, metadata_services_config)
     finish_pending_compactions(table, mdt)
     finish_pending_log_compactions(table, mdt)
-    clean_if_due(table, mdt)
-    compact_if_due(table, mdt)
-    if config.version >= 8:             # v6 (Hudi 0.15: <latest>005, v6 log names) is not written
-        log_compact_if_due(table, mdt)  # when hoodie.metadata.log.compaction.enable (mdt_log_compaction)
-    _rollback_failed_metadata_writes(table, mdt)
+    clean_if_due(table, mdt, config=services_config)
+    compacted = compact_if_due(table, mdt, config=services_config)
+    # when hoodie.metadata.log.compaction.enable (mdt_log_compaction); v6 as Hudi 0.15: only when
+    # no compaction was scheduled, at <latest delta commit>005
+    if config.version >= 8:
+        log_compact_if_due(table, mdt, config=services_config)
+    elif not compacted:
+        log_compact_v6_if_due(table, mdt, config=services_config)
+    _rollback_failed_metadata_writes(table, mdt, services_config)
     return mdt.write_delta_commit(instant.timestamp, changes, schemas)
 
 
-def _rollback_failed_metadata_writes(table: Any, mdt: MetadataTableWriter) -> None:
+def _rollback_failed_metadata_writes(table: Any, mdt: MetadataTableWriter, config: ServiceConfig) -> None:
     """The metadata write client's EAGER pass before its delta commit (Java's ``commitInternal``
     runs ``rollbackFailedWrites``): pending metadata rollbacks finished, pending metadata delta
-    commits (a killed run's: each is written in one hold of this lock) rolled back at new times."""
-    from tablesvc.config import load_config
-
-    policy = str(load_config(table.storage, table_path=table.base_path).get(FAILED_WRITES_POLICY_KEY))
+    commits whose writer is gone (heartbeats: ``mdt_rollback.writer_alive``) rolled back at new times."""
+    policy = str(config.get(FAILED_WRITES_POLICY_KEY))
     if eager_on_metadata_table(policy):
-        rollback_failed_writes(mdt, lambda: new_instant_time(mdt))
+        window_ms = int(config.get("hoodie.client.heartbeat.interval_in_ms")) * int(
+            config.get("hoodie.client.heartbeat.tolerable.misses"))
+        rollback_failed_writes(mdt, lambda: new_instant_time(mdt), clock=table.clock, heartbeat_window_ms=window_ms)
 
 
 def _record_index_records(table: Any, mdt: MetadataTableWriter, instant: Instant, done: Instant, decoded: Any,

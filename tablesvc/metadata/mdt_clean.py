@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tablesvc.config.loader import load_config
+from tablesvc.config.loader import ServiceConfig, load_config
 from tablesvc.metadata.mdt_clean_plan import (
     TRIGGER_MAX_COMMITS,
     MetadataCleanPolicy,
@@ -88,12 +88,14 @@ def execute(mdt: MetadataTableWriter, instant: str) -> Instant | None:
     return mdt.timeline_writer.complete(inflight, encode_clean_metadata(metadata))
 
 
-def clean_if_due(table: Any, mdt: MetadataTableWriter, policy: MetadataCleanPolicy | None = None) -> list[Instant]:
+def clean_if_due(table: Any, mdt: MetadataTableWriter, policy: MetadataCleanPolicy | None = None, *,
+                 config: ServiceConfig | None = None) -> list[Instant]:
     """The metadata table's clean at the start of a tablesvc commit (under the data table's lock,
     pending compactions already finished): finish pending cleans, else plan and run a new one
     when due.  ``table`` gives ``storage``, ``base_path``, ``config``, ``instant_times`` (and
-    ``clock``, for KEEP_LATEST_BY_HOURS); ``policy``: default derived from the table's
-    configuration (its ``.hoodie/tablesvc.yaml`` and the defaults: the commit has no other).
+    ``clock``, for KEEP_LATEST_BY_HOURS); ``policy``: default derived from ``config`` (the
+    committing command's configuration, ``maintain.metadata_services_config``; None: the table's
+    ``.hoodie/tablesvc.yaml`` over the defaults).
     Returns the cleans completed."""
     timeline = mdt.timeline()
     if timeline.latest_completed(Action.DELTA_COMMIT) is None or not clean_due(timeline):
@@ -104,7 +106,8 @@ def clean_if_due(table: Any, mdt: MetadataTableWriter, policy: MetadataCleanPoli
     if commits_since_last_clean(mdt.storage, timeline) < TRIGGER_MAX_COMMITS:
         return []
     if policy is None:
-        policy = MetadataCleanPolicy.derived_from(load_config(table.storage, table_path=table.base_path))
+        policy = MetadataCleanPolicy.derived_from(config if config is not None
+                                                  else load_config(table.storage, table_path=table.base_path))
     now_ms = (getattr(table, "clock", None) or SystemClock()).now_ms()
     plan = build_clean_plan(mdt.storage, mdt.base_path, mdt.config, timeline, policy, now_ms)
     if plan is None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
+from tablesvc.config.values import registered_value
 from tablesvc.fsview.model import BaseFile, FileSlice, LogFile
 from tablesvc.fsview.names import BaseFileName, LogFileName
 from tablesvc.hfile import read_hfile
@@ -46,6 +47,7 @@ from tablesvc.logformat.hfile_content import KeyedRecord, encode_hfile_records
 from tablesvc.metadata.files_records import TYPE_FILE_LIST, TYPE_PARTITION_LIST
 from tablesvc.metadata.mdt_compaction_plan import (
     DEFAULT_MAX_DELTA_COMMITS,
+    MAX_DELTA_COMMITS_KEY,
     build_plan,
     compaction_instant_time,
     delta_commits_since_compaction,
@@ -234,6 +236,20 @@ def schedule(mdt: MetadataTableWriter, data: Timeline, new_time: Callable[[], st
     return instant
 
 
+def v6_gated_time(timeline: Timeline, data: Timeline, suffix: str) -> str | None:
+    """``<latest completed metadata delta commit><suffix>``, or None where Hudi 0.15's gate
+    (``validateTimelineBeforeSchedulingCompaction``) stops a version-6 metadata compaction or log
+    compaction: none completed yet, a compaction or log compaction of the metadata table pending,
+    or a data instant at or before that delta commit still requested or inflight (v6 slices logs
+    by the base instant in their name, so its log would be merged in)."""
+    latest = timeline.latest_completed(Action.DELTA_COMMIT)
+    if latest is None or timeline.pending_compactions() or timeline.pending_log_compactions():
+        return None
+    if any(i.timestamp <= latest.timestamp for i in data.pending()):
+        return None
+    return latest.timestamp + suffix
+
+
 def schedule_v6(mdt: MetadataTableWriter, data: Timeline) -> str | None:
     """A version-6 metadata table's compaction, as Hudi 0.15 schedules it (``HoodieBackedTableMetadataWriter.
     performTableServices``): at ``<latest completed delta commit>001`` (``createCompactionTimestamp``),
@@ -244,13 +260,8 @@ def schedule_v6(mdt: MetadataTableWriter, data: Timeline) -> str | None:
     instant is already on the metadata timeline.  Its plan takes every log file of the latest slices
     (``build_plan``).  The plan's instant (None: none scheduled)."""
     timeline = mdt.timeline()
-    latest = timeline.latest_completed(Action.DELTA_COMMIT)
-    if latest is None or timeline.pending_compactions() or timeline.pending_log_compactions():
-        return None
-    if any(i.timestamp <= latest.timestamp for i in data.pending()):
-        return None
-    instant = latest.timestamp + V6_COMPACTION_SUFFIX
-    if why_not_at(timeline, instant) is not None:
+    instant = v6_gated_time(timeline, data, V6_COMPACTION_SUFFIX)
+    if instant is None or why_not_at(timeline, instant) is not None:
         return None
     plan = build_plan(mdt.storage, mdt.base_path, mdt.config, timeline, instant)
     if plan is None:
@@ -270,11 +281,16 @@ def finish_pending_compactions(table: Any, mdt: MetadataTableWriter) -> list[Ins
     return [execute(mdt, table.base_path, data, p.timestamp) for p in pending]
 
 
-def compact_if_due(table: Any, mdt: MetadataTableWriter, *,
-                   max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS) -> list[Instant]:
+def compact_if_due(table: Any, mdt: MetadataTableWriter, *, max_delta_commits: int | None = None,
+                   config: Any = None) -> list[Instant]:
     """The metadata table's table service at the start of a tablesvc commit (under the data
     table's lock): finish pending compactions, then compact when ``max_delta_commits`` delta
-    commits completed since the last one.  Returns the compactions completed."""
+    commits completed since the last one (default: ``hoodie.metadata.compact.max.delta.commits``
+    of ``config``, the committing command's configuration; None: the default 10).  Returns the
+    compactions completed."""
+    if max_delta_commits is None:
+        max_delta_commits = (DEFAULT_MAX_DELTA_COMMITS if config is None
+                             else int(registered_value(config, MAX_DELTA_COMMITS_KEY)))
     done = finish_pending_compactions(table, mdt)
     data = Timeline.load(table.storage, table.base_path, table.config.layout)
     if delta_commits_since_compaction(mdt.timeline()) < max_delta_commits:

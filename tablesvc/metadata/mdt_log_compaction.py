@@ -1,8 +1,13 @@
-"""The metadata table's own log compaction (table versions 8 and 9), run as Hudi 1.2's writer runs
-it when ``hoodie.metadata.log.compaction.enable`` is set: inside a tablesvc commit, under the data
+"""The metadata table's own log compaction, run as Hudi 1.2's writer runs it (table versions 8
+and 9; version 6 as Hudi 0.15: ``schedule_v6``, below) when ``hoodie.metadata.log.compaction.enable``
+is set in the committing command's configuration: inside a tablesvc commit, under the data
 table's lock, after the metadata table's clean and compaction and before the metadata delta commit
 of the data instant ``T`` that is completing (docs/metadata-table.md, "The metadata table's log
 compaction"; whether, when and what: ``mdt_log_compaction_plan``).
+
+Version 6: at ``<latest completed delta commit>005``, only when the metadata compaction was not
+scheduled in the same commit; the new log file of each slice is named by the slice's base instant
+at its next log version (the steps below otherwise the same; ``schedule_v6``, ``v6_log_file_name``).
 
 One log compaction ``L`` (a new instant time, later than every instant of both timelines):
 
@@ -36,10 +41,12 @@ from typing import Any, Callable
 
 from tablesvc.errors import TablesvcError
 from tablesvc.fsview.model import FileSlice, LogFile
-from tablesvc.fsview.names import LogFileName
-from tablesvc.logformat import KeyedRecord, delete_block, hfile_data_block, with_compacted_block_times, write_log_file
-from tablesvc.metadata.mdt_compaction import merge_for
-from tablesvc.metadata.mdt_compaction_plan import operation_paths
+from tablesvc.fsview.names import LogFileName, looks_like_log_file
+from tablesvc.logformat import (
+    KeyedRecord, delete_block, hfile_data_block, read_log_file, with_compacted_block_times, write_log_file,
+)
+from tablesvc.metadata.mdt_compaction import merge_for, v6_gated_time
+from tablesvc.metadata.mdt_compaction_plan import delta_commits_since_compaction, operation_paths
 from tablesvc.metadata.mdt_log_compaction_plan import build_plan, log_compaction_due, settings, valid_blocks, why_not_now
 from tablesvc.metadata.partition_reader import slice_records
 from tablesvc.metadata.reader import MetadataTable
@@ -51,9 +58,10 @@ from timeline.payloads import decode_compaction_plan, encode_commit_metadata, en
 from timeline.storage import join
 
 OPERATION = "LOG_COMPACT"
-# a version-6 metadata table names its log files by the slice's base instant and a version: this
-# writer's v8+ names (the instant L, version 1) would be wrong there; nothing is run on one yet
+# log_compact_if_due (a new instant time) is versions 8 and 9's; version 6 is scheduled at
+# <latest delta commit>005 (schedule_v6) and names its log files by the slice's base instant
 FIRST_VERSION = 8
+V6_LOG_COMPACTION_SUFFIX = "005"      # Hudi 0.15's OperationSuffix.LOG_COMPACTION
 
 
 def log_file_name(file_id: str, instant: str) -> str:
@@ -80,22 +88,62 @@ def log_compact_operation(mdt: MetadataTableWriter, reader: MetadataTable, timel
     if deleted:
         blocks.append(with_compacted_block_times(delete_block(instant, schema, [(k, partition) for k in deleted]),
                                                  instants))
-    name = log_file_name(file_id, instant)
+    if mdt.config.version < 8:
+        # v6 (Hudi 0.15's append handle): the slice's base instant, its next log version
+        name = v6_log_file_name(mdt, partition, file_id, op.base_instant_time or "")
+        base_file = (op.data_file_path or "").rpartition("/")[2]
+    else:
+        name, base_file = log_file_name(file_id, instant), ""     # Java names no base file here
     data = write_log_file(mdt.storage, join(mdt.base_path, partition, name), blocks)
     return WriteStat(
         file_id=file_id, path=f"{partition}/{name}", prev_commit=op.base_instant_time or "null",
         partition_path=partition, num_writes=len(live), num_deletes=len(deleted), num_update_writes=len(live),
-        total_write_bytes=len(data), total_write_errors=0, file_size_in_bytes=len(data), log_version=1,
-        log_offset=0, base_file="", log_files=(name,),     # Java names no base file here
+        total_write_bytes=len(data), total_write_errors=0, file_size_in_bytes=len(data),
+        log_version=LogFileName.parse(name).version, log_offset=0, base_file=base_file, log_files=(name,),
         total_log_files_compacted=len(paths), total_log_blocks=len(chosen),
         total_log_size_compacted=int((op.metrics or {}).get("TOTAL_LOG_FILES_SIZE", 0)),
         runtime_stats={"totalScanTime": 0, "totalUpsertTime": int((time.monotonic() - started) * 1000),
                        "totalCreateTime": 0})
 
 
+def _slice_logs(mdt: MetadataTableWriter, partition: str, file_id: str, base_instant: str) -> list[LogFileName]:
+    folder = join(mdt.base_path, partition)
+    # Java's Hadoop file system leaves a ``.<name>.crc`` checksum beside each log file it wrote
+    names = (LogFileName.parse(x) for x in mdt.storage.list_names(folder)
+             if looks_like_log_file(x) and not x.endswith(".crc"))
+    return [n for n in names if n.file_id == file_id and n.instant == base_instant]
+
+
+def v6_log_file_name(mdt: MetadataTableWriter, partition: str, file_id: str, base_instant: str) -> str:
+    """A version-6 log compaction's new log file: named by the slice's base instant, at the log
+    version after the slice's highest (Hudi 0.15 names every log of a slice so)."""
+    version = 1 + max((n.version for n in _slice_logs(mdt, partition, file_id, base_instant)), default=0)
+    return LogFileName(file_id, base_instant, version, WRITE_TOKEN).name
+
+
+def _v6_leftovers(mdt: MetadataTableWriter, instant: str, plan: CompactionPlan) -> list[str]:
+    """v6: the log files an earlier attempt at ``instant`` left: in a planned slice, above the
+    planned versions, whose every block is ``instant``'s (the name does not say the instant)."""
+    out = []
+    for op in plan.operations or ():
+        partition, file_id, base = op.partition_path or "", op.file_id or "", op.base_instant_time or ""
+        planned = max((LogFileName.parse(p.rpartition("/")[2]).version for p in op.delta_file_paths or ()),
+                      default=0)
+        for name in _slice_logs(mdt, partition, file_id, base):
+            if name.version <= planned:
+                continue
+            path = join(mdt.base_path, partition, name.name)
+            blocks = read_log_file(mdt.storage, path).blocks
+            if blocks and all(b.instant_time == instant for b in blocks):
+                out.append(path)
+    return out
+
+
 def _leftovers(mdt: MetadataTableWriter, instant: str, plan: CompactionPlan) -> list[str]:
     """Log files of ``instant`` an earlier attempt at the plan left (none is visible: the instant
     is pending)."""
+    if mdt.config.version < 8:
+        return _v6_leftovers(mdt, instant, plan)
     out = []
     for op in plan.operations or ():
         path = join(mdt.base_path, op.partition_path or "", log_file_name(op.file_id or "", instant))
@@ -148,27 +196,69 @@ def schedule(mdt: MetadataTableWriter, data_base_path: str, data: Timeline, thre
     return instant
 
 
+def schedule_v6(mdt: MetadataTableWriter, data_base_path: str, data: Timeline, threshold: int) -> str | None:
+    """A version-6 metadata table's log compaction, as Hudi 0.15 schedules it when its compaction
+    was not scheduled (``HoodieBackedTableMetadataWriter.compactIfNecessary``): at ``<latest
+    completed delta commit>005`` (``createLogCompactionTimestamp``), under the v6 gate of the
+    compaction (``validateTimelineBeforeSchedulingCompaction``: no data instant at or before that
+    delta commit requested or inflight, no compaction or log compaction of the metadata table
+    pending) and the write client's (``ScheduleCompactionActionExecutor``: no pending delta commit
+    at or before the instant, no write at or after it, at least one delta commit since the latest
+    compaction); the plan: ``build_plan`` with blocks only counting (0.15's
+    ``HoodieLogCompactionPlanGenerator``).  The plan's instant (None: none scheduled)."""
+    timeline = mdt.timeline()
+    instant = v6_gated_time(timeline, data, V6_LOG_COMPACTION_SUFFIX)
+    if instant is None or delta_commits_since_compaction(timeline) < 1 or timeline.files_of(instant):
+        return None
+    writes = (Action.DELTA_COMMIT, Action.COMMIT, Action.COMPACTION, Action.LOG_COMPACTION)
+    for i in timeline.instants:
+        if i.action.completed_action not in writes and i.action not in writes:
+            continue
+        if i.timestamp >= instant or (i.is_pending and i.timestamp <= instant):
+            return None
+    reader = MetadataTable(mdt.storage, data_base_path, data)
+    plan = build_plan(reader, timeline, instant, threshold, None, blocks_only=True)
+    if plan is None:
+        return None
+    mdt.storage.write_new(timeline.path_of(Instant(instant, Action.LOG_COMPACTION, State.REQUESTED)),
+                          encode_compaction_plan(plan))
+    return instant
+
+
+def log_compact_v6_if_due(table: Any, mdt: MetadataTableWriter, *, config: Any = None) -> list[Instant]:
+    """A version-6 metadata table's log compaction at its turn in a tablesvc commit, when its
+    compaction was not scheduled in the same commit (the caller's to know) and
+    ``hoodie.metadata.log.compaction.enable`` is set: ``schedule_v6``, then run it."""
+    enabled, threshold = settings(table, config)
+    if not enabled:
+        return []
+    data = Timeline.load(table.storage, table.base_path, table.config.layout)
+    instant = schedule_v6(mdt, table.base_path, data, threshold)
+    return [execute(mdt, table.base_path, data, instant)] if instant is not None else []
+
+
 def finish_pending_log_compactions(table: Any, mdt: MetadataTableWriter) -> list[Instant]:
     """Run the metadata table's pending log compactions to completion (Java's
     ``runPendingTableServicesOperationsAndRefreshTimeline``, after the pending compactions),
     whether log compaction is enabled or not."""
     pending = mdt.timeline().pending_log_compactions()
-    if not pending or table.config.version < FIRST_VERSION:
+    if not pending:
         return []
     data = Timeline.load(table.storage, table.base_path, table.config.layout)
     return [execute(mdt, table.base_path, data, p.timestamp) for p in pending]
 
 
 def log_compact_if_due(table: Any, mdt: MetadataTableWriter, *, enabled: bool | None = None,
-                       threshold: int | None = None) -> list[Instant]:
+                       threshold: int | None = None, config: Any = None) -> list[Instant]:
     """The metadata table's log compaction at its turn in a tablesvc commit (after its compaction):
-    finish pending ones, then, when enabled (default: the table's configuration) and due, schedule
+    finish pending ones, then, when enabled (default: ``config``, the committing command's
+    configuration; None: the table's ``.hoodie/tablesvc.yaml`` over the defaults) and due, schedule
     one at a new instant and run it.  Returns the log compactions completed."""
     done = finish_pending_log_compactions(table, mdt)
     if table.config.version < FIRST_VERSION:
         return done
     if enabled is None or threshold is None:
-        configured = settings(table)
+        configured = settings(table, config)
         enabled = configured[0] if enabled is None else enabled
         threshold = configured[1] if threshold is None else threshold
     if not enabled:
@@ -183,4 +273,4 @@ def log_compact_if_due(table: Any, mdt: MetadataTableWriter, *, enabled: bool | 
 
 
 __all__ = ["execute", "finish_pending_log_compactions", "log_compact_if_due", "log_compact_operation",
-           "log_file_name", "schedule"]
+           "log_compact_v6_if_due", "log_file_name", "schedule", "schedule_v6", "v6_log_file_name"]

@@ -3,7 +3,9 @@ table versions 8 and 9; docs/metadata-table.md, "The metadata table's log compac
 
 * **Whether** (``HoodieMetadataConfig``): ``hoodie.metadata.log.compaction.enable`` (default
   false) and ``hoodie.metadata.log.compaction.blocks.threshold`` (default 5), read as the metadata
-  clean reads its keys: the table's ``.hoodie/tablesvc.yaml`` over the defaults.
+  clean reads its keys: from the committing command's configuration (defaults < the table's
+  ``.hoodie/tablesvc.yaml`` < ``--config`` < ``--conf`` / the API's options;
+  ``maintain.metadata_services_config``).
 * **When** (``HoodieBackedTableMetadataWriter.compactIfNecessary``, then
   ``ScheduleCompactionActionExecutor.needLogCompact``): after the metadata compaction's turn, when
   no compaction or log compaction of the metadata table is pending, and
@@ -57,9 +59,12 @@ THRESHOLD_KEY = "hoodie.metadata.log.compaction.blocks.threshold"
 PLAN_VERSION = 2
 
 
-def settings(table: Any) -> tuple[bool, int]:
-    """(enabled, threshold) for ``table``: its ``.hoodie/tablesvc.yaml`` over the defaults."""
-    config = load_config(table.storage, table_path=table.base_path)
+def settings(table: Any, config: Any = None) -> tuple[bool, int]:
+    """(enabled, threshold): from ``config``, the committing command's configuration
+    (``maintain.metadata_services_config``); None: ``table``'s ``.hoodie/tablesvc.yaml`` over the
+    defaults."""
+    if config is None:
+        config = load_config(table.storage, table_path=table.base_path)
     return bool(registered_value(config, ENABLE_KEY)), int(registered_value(config, THRESHOLD_KEY))
 
 
@@ -116,10 +121,12 @@ def _log_compaction_times(mdt: Timeline) -> frozenset[str]:
 
 
 def build_plan(reader: MetadataTable, mdt: Timeline, instant: str, threshold: int,
-               earliest_pending: str | None = None) -> CompactionPlan | None:
+               earliest_pending: str | None = None, *, blocks_only: bool = False) -> CompactionPlan | None:
     """The plan of a log compaction at ``instant``, or None when no slice qualifies.
     ``earliest_pending``: the earliest pending data instant (the one committing included); a slice
-    whose merged blocks include a delta commit at or after it is left out (module doc)."""
+    whose merged blocks include a delta commit at or after it is left out (module doc).
+    ``blocks_only`` (version 6, Hudi 0.15): a slice qualifies by its valid blocks alone, not by
+    its number of log files."""
     completion = mdt.completion_times()
     compactions = _log_compaction_times(mdt)
     storage, base = reader.storage, reader.base_path
@@ -128,7 +135,8 @@ def build_plan(reader: MetadataTable, mdt: Timeline, instant: str, threshold: in
     for s in sorted(group_slices(view), key=lambda x: (x.partition, x.file_id)):
         if not s.log_files:
             continue
-        if len(s.log_files) < threshold and len(valid_blocks(reader, [lf.path for lf in s.log_files])) < threshold:
+        if ((blocks_only or len(s.log_files) < threshold)
+                and len(valid_blocks(reader, [lf.path for lf in s.log_files])) < threshold):
             continue
         # an archived delta commit (absent from the active timeline) completed long before
         logs = [lf for lf in s.log_files if completion.get(lf.name.instant, lf.name.instant) < instant]

@@ -12,11 +12,43 @@ Java (1.2.0) rolls back a metadata delta commit ``T`` in three cases, each with
   the time; the layout is the metadata table's own);
 * before every metadata delta commit ``T`` (``commitInternal``): the write client's EAGER
   failed-writes pass when the data table's ``hoodie.cleaner.policy.failed.writes`` is EAGER (the
-  default; ``rollbackFailedWrites``: pending rollbacks finished, then every pending delta commit
-  rolled back, newest first; ``maintain`` runs it), then an existing ``T`` (pending or completed:
-  ``T`` written again) rolled back; both at new instant times (``createNewInstantTime``);
+  default; ``rollbackFailedWrites``: pending rollbacks finished, then the pending delta commits
+  whose writer is gone rolled back, newest first (below); ``maintain`` runs it), then an existing
+  ``T`` (pending or completed: ``T`` written again) rolled back; both at new instant times
+  (``createNewInstantTime``);
 * tablesvc's abort of a commit that completed the metadata ``T`` and then failed to complete the
   data instant: as Java's retry would, at a new instant time.
+
+Which pending metadata delta commits the EAGER pass rolls back.  Java's EAGER pass rolls back every
+pending one because its metadata write client is then the only writer: with EAGER each metadata
+delta commit is written in one hold of the data table's lock, so a pending one is a killed run's.
+That no longer holds when another process writes the same table: Hudi 1.2's Spark writers use
+streaming metadata writes by default on table versions 8 and 9
+(``hoodie.metadata.streaming.write.enabled``: ``HoodieMetadataConfig.Builder.build`` defaults it to
+true for Spark, ``HoodieWriteConfig.isMetadataStreamingWritesEnabled`` for version 8+), and then
+``SparkRDDWriteClient.commit`` → ``streamWriteToMetadataTable`` requests the metadata ``T`` and
+writes its log files during the data write, before taking the data table's lock; only the
+completion is under it.  Java itself forces LAZY on such a metadata write client
+(``HoodieMetadataWriteUtils.createMetadataWriteConfig``: streaming writes and multi-writer metadata
+tables) and starts a heartbeat for the metadata ``T`` on the metadata table
+(``BaseHoodieWriteClient.startCommit``); LAZY rolls back only the pending instants whose heartbeat
+expired (``getInstantsToRollbackForLazyCleanPolicy``).  tablesvc therefore takes LAZY's rule for
+every pending metadata delta commit ``T`` (``writer_alive``) and leaves ``T`` alone while
+
+* ``T``'s own heartbeat on the metadata table (``.hoodie/metadata/.hoodie/.heartbeat/T``) is not
+  expired (a Java streaming write, whose data ``T`` has no heartbeat when the data table is EAGER), or
+* the data instant ``T`` is pending and the data table's heartbeat of ``T`` is not expired (the
+  rule tablesvc's data-side sweep uses, ``services.rollback.pending.classify_pending``:
+  ``HEARTBEAT_ALIVE``; a LAZY Java writer, or tablesvc's own write).
+
+Every other pending ``T`` is rolled back: a data ``T`` absent (rolled back, or never requested), a
+data ``T`` completed (Java completes the metadata ``T`` first, so its metadata ``T`` can no longer
+complete), or a data ``T`` pending with both heartbeats expired or missing (Java with the data table
+EAGER and no streaming writes beats none: its pending metadata ``T`` is a killed run's, as before).
+Expiry is ``timeline.heartbeat.judged_dead`` with one window, ``hoodie.client.heartbeat.interval_in_ms``
+x ``hoodie.client.heartbeat.tolerable.misses`` of the committing command's configuration (Java's
+metadata write client takes the defaults, 60 s x 2, which are tablesvc's too).  The caller's own
+instant is left to ``roll_back_before_rewrite`` when its heartbeat beats.
 
 A pending rollback of ``T`` is always resumed under its own time (``getPendingRollbackInfo``),
 never doubled.  The steps of one rollback ``R`` of ``T`` (``BaseRollbackActionExecutor``,
@@ -61,7 +93,9 @@ from tablesvc.logformat import read_log_file, rollback_block, write_log_file
 from tablesvc.storage import discard_partial_copies
 from tablesvc.table.config import TableConfig
 from timeline.active import Timeline
+from timeline.clock import Clock
 from timeline.errors import InvalidInstantError, UnknownInstantError
+from timeline.heartbeat import judged_dead, last_beat_ms
 from timeline.instant import Action, Instant, State, TimelineLayout, validate_instant_time
 from timeline.payloads import (
     InstantInfo, RollbackMetadata, RollbackPartitionMetadata, RollbackPlan, RollbackRequest,
@@ -122,24 +156,45 @@ def rollback_delta_commit(mdt: MetadataTableWriter, target: str, rollback_time: 
     return _execute(mdt, requested, plan, resumed=False)
 
 
-def rollback_failed_writes(mdt: MetadataTableWriter, new_time: Callable[[], str]) -> list[MetadataRollback]:
+def rollback_failed_writes(mdt: MetadataTableWriter, new_time: Callable[[], str], *, clock: Clock,
+                           heartbeat_window_ms: int) -> list[MetadataRollback]:
     """The metadata write client's EAGER failed-writes pass (``rollbackFailedWrites``), run before
     each metadata delta commit: pending rollbacks are finished under their own times, then every
-    pending delta commit is rolled back, newest first, each at ``new_time()``.  Under the data
-    table's lock every metadata delta commit is written in one hold, so a pending one is always a
-    killed run's."""
+    pending delta commit whose writer is gone (``writer_alive`` says no: the module doc's "Which
+    pending metadata delta commits the EAGER pass rolls back") is rolled back, newest first, each at
+    ``new_time()``.  ``clock`` and ``heartbeat_window_ms`` (``hoodie.client.heartbeat.interval_in_ms``
+    x ``hoodie.client.heartbeat.tolerable.misses``) judge the heartbeats, as tablesvc's data-side
+    sweep does (``timeline.heartbeat.judged_dead``)."""
     done = [_execute(mdt, r, plan, resumed=True) for r, plan in _pending_rollbacks(mdt, mdt.timeline())]
     timeline = mdt.timeline()
-    indexing = {i.timestamp for i in _data_timeline(mdt).filter(actions=[Action.INDEXING])}
+    data = _data_timeline(mdt)
+    indexing = {i.timestamp for i in data.filter(actions=[Action.INDEXING])}
     for instant in reversed(timeline.pending(Action.DELTA_COMMIT)):
         if instant.timestamp in indexing or instant.timestamp.startswith(INIT_PREFIX):
             # an indexer's catch-up (Java's isIndexingCommit) or a partition's initialisation: the
             # indexer's or the initialising writer's to finish or undo
             continue
+        if writer_alive(mdt, data, instant.timestamp, clock=clock, heartbeat_window_ms=heartbeat_window_ms):
+            continue
         result = rollback_delta_commit(mdt, instant.timestamp, new_time())
         if result is not None:
             done.append(result)
     return done
+
+
+def writer_alive(mdt: MetadataTableWriter, data: Timeline, ts: str, *, clock: Clock, heartbeat_window_ms: int) -> bool:
+    """Whether the pending metadata delta commit ``ts`` may still be written by a live process, so
+    the EAGER pass leaves it: its own heartbeat on the metadata table
+    (``.hoodie/metadata/.hoodie/.heartbeat/<ts>``: a Java streaming metadata write, LAZY) is not
+    expired, or the data instant ``ts`` is pending and the data table's heartbeat of ``ts`` is not
+    expired (the data-side sweep's ``HEARTBEAT_ALIVE``).  A missing heartbeat counts as expired."""
+    now = clock.now_ms()
+    if not judged_dead(last_beat_ms(mdt.storage, mdt.base_path, ts), now, heartbeat_window_ms):
+        return True
+    data_instant = data.get(ts)
+    if data_instant is None or not data_instant.is_pending:
+        return False            # rolled back, never requested, or completed: no writer will complete ``ts``
+    return not judged_dead(last_beat_ms(mdt.storage, data.base_path, ts), now, heartbeat_window_ms)
 
 
 def roll_back_before_rewrite(mdt: MetadataTableWriter, ts: str) -> MetadataRollback | None:
@@ -156,7 +211,8 @@ def eager_on_metadata_table(failed_writes_policy: str) -> bool:
     """Whether the metadata write client rolls back failed writes eagerly: Java derives its policy
     from the data table's ``hoodie.cleaner.policy.failed.writes`` (``HoodieMetadataWriteUtils.
     createMetadataWriteConfig``; multi-writer metadata tables and streaming metadata writes, which
-    tablesvc does not configure, take LAZY)."""
+    tablesvc does not configure, take LAZY).  Even EAGER, tablesvc leaves a pending delta commit a
+    live writer may still complete (``writer_alive``; the module doc says why)."""
     return failed_writes_policy.strip().upper() == "EAGER"
 
 
@@ -382,4 +438,4 @@ def metadata_rollback_time(config: TableConfig, data_rollback_time: str) -> str:
 
 
 __all__ = ["MetadataRollback", "cannot_remove_message", "eager_on_metadata_table", "metadata_rollback_time", "new_instant_time",
-           "roll_back_before_rewrite", "rollback_delta_commit", "rollback_failed_writes"]
+           "roll_back_before_rewrite", "rollback_delta_commit", "rollback_failed_writes", "writer_alive"]

@@ -262,26 +262,47 @@ class MetadataTableWriter:
         """A version-6 metadata table's new log file (name, its slice's base instant, base file
         name, bytes): named by the base instant of the group's latest slice, at the next free log
         version of that slice, as Hudi 0.15's append handle rolls over to a new file on a storage
-        that cannot append (the ``file`` scheme; ``HoodieLogFormatWriter``); never appended to."""
-        view = FileSystemView.build(self.storage, self.base_path, self.config, self.timeline(), [partition],
-                                    sizes=False)
-        latest = next((s for s in view.latest_file_slices(self.storage) if s.file_id == file_id), None)
-        if latest is None:
+        that cannot append (the ``file`` scheme; ``HoodieLogFormatWriter``); never appended to.
+        A group in a pending compaction ``C``'s plan has its latest slice at ``C`` (no base file
+        yet), as Java's file-system view adds an empty slice at a pending compaction's instant
+        (``addNewFileSliceAtInstant``): the log is named by ``C``, so it stays out of ``C``'s plan
+        (which lists its log files) and lands in the slice ``C``'s base file starts."""
+        timeline = self.timeline()
+        view = FileSystemView.build(self.storage, self.base_path, self.config, timeline, [partition], sizes=False)
+        # the group's own latest slice (not latest_file_slices: it merges a pending compaction's
+        # slice into the one before it, for readers)
+        group = next((g for g in view.file_groups(partition) if g.file_id == file_id), None)
+        latest = group.latest_slice() if group is not None else None
+        compaction = self._pending_compaction_of(timeline, partition, file_id)
+        if compaction is not None and (latest is None or compaction > latest.base_instant):
+            base_instant, base_file = compaction, ""
+        elif latest is not None:
+            base_instant = latest.base_instant
+            base_file = latest.base_file.file_name if latest.base_file is not None else ""
+        else:
             raise TableConfigError(f"{join(self.base_path, partition)}: the metadata table's file group {file_id} "
                                    "has no file slice to append a log file to")
         folder = join(self.base_path, partition)
+        # Java's Hadoop file system leaves a ``.<name>.crc`` beside each log file it wrote: not a log file
         version = 1 + max((n.version for n in (LogFileName.parse(x) for x in self.storage.list_names(folder)
-                                                 if looks_like_log_file(x))
-                           if n.file_id == file_id and n.instant == latest.base_instant), default=0)
-        base_file = latest.base_file.file_name if latest.base_file is not None else ""
+                                                 if looks_like_log_file(x) and not x.endswith(".crc"))
+                           if n.file_id == file_id and n.instant == base_instant), default=0)
         for attempt in range(_MAX_V6_LOG_PROBES):
-            name = LogFileName(file_id, latest.base_instant, version + attempt, WRITE_TOKEN).name
+            name = LogFileName(file_id, base_instant, version + attempt, WRITE_TOKEN).name
             try:
-                return name, latest.base_instant, base_file, write_log_file(self.storage, join(folder, name), blocks)
+                return name, base_instant, base_file, write_log_file(self.storage, join(folder, name), blocks)
             except FileExistsError:
                 continue
         raise TableConfigError(f"{folder}: no free log version for file group {file_id} after {_MAX_V6_LOG_PROBES} "
                                "tries")
+
+    def _pending_compaction_of(self, timeline: Timeline, partition: str, file_id: str) -> str | None:
+        """The pending compaction whose plan holds ``partition``'s file group ``file_id`` (a group
+        is in at most one), or None."""
+        for instant in timeline.pending_compactions():
+            if (partition, file_id) in {(p or "", f) for p, f in timeline.plan_of(self.storage, instant).file_ids()}:
+                return instant.timestamp
+        return None
 
     def _encode(self, metadata: CommitMetadata) -> bytes:
         return encode_commit_metadata(metadata, self.config.layout)

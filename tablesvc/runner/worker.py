@@ -351,7 +351,7 @@ def execute_job(table: Table, config: ServiceConfig, job: Job, fence: Callable[[
         from tablesvc.services.clean import finish_pending_cleans
         from tablesvc.services.rollback import remove_leftovers
 
-        results = finish_pending_cleans(table, fence=fence)
+        results = finish_pending_cleans(table, fence=fence, config=config)
         remove_leftovers(table)  # markers/heartbeats of instants whose process died after completing
         return results
     from tablesvc.services.rollback import rollback

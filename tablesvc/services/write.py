@@ -71,7 +71,8 @@ def _run_write(prepared: PreparedWrite) -> WriteResult | None:
     """Request, start, the Spark job, commit (or abort): ``None`` when the input has no row.
     The result carries no services and the seconds so far (``write_dataframe`` adds both)."""
     table = prepared.table
-    life = InstantLifecycle(table, WRITE_LIFECYCLE, heartbeat_interval_ms=prepared.config.get(HEARTBEAT_INTERVAL_KEY))
+    life = InstantLifecycle(table, WRITE_LIFECYCLE, heartbeat_interval_ms=prepared.config.get(HEARTBEAT_INTERVAL_KEY),
+                            config=prepared.config)
     # secondary indexes of a type tablesvc cannot key are refused before anything is written
     secondary_indexes(table.storage, table.base_path, table.config.props, table.config.version, prepared.data_schema)
     # a partitioned table's global record index: an upsert's key living in another partition is

@@ -1,6 +1,6 @@
 """Creating a new MOR table: the ``hoodie.properties`` Apache Hudi and hudi-rs expect.
 
-With ``TableSpec.metadata_table`` (table versions 8 and 9) the caller builds the metadata table
+With ``TableSpec.metadata_table`` the caller builds the metadata table
 through ``create_table``'s ``prepare`` hook (``tablesvc.metadata.bootstrap``, a floor above this
 one), before ``hoodie.properties`` exists; otherwise ``hoodie.table.metadata.partitions`` stays
 empty and readers list storage.
@@ -36,8 +36,8 @@ class TableSpec:
     database: str = "default"
     create_schema: str | None = None
     num_buckets: int = 4   # bucket index: file groups per partition, fixed at creation
-    # hoodie.metadata.enable at creation: build a metadata table (v8/v9 only; `tablesvc init`
-    # defaults it to true there).  The API's default stays False: callers opt in.
+    # hoodie.metadata.enable at creation: build a metadata table (Hudi 1.2's on v8/v9, Hudi 0.15's
+    # on v6; `tablesvc init` defaults it to true).  The API's default stays False: callers opt in.
     metadata_table: bool = False
     # hoodie.metadata.index.column.stats.enable: with a create schema, column_stats (and, when
     # partitioned, partition_stats) join files
@@ -55,9 +55,6 @@ class TableSpec:
             raise InvalidInputError(f"table version {self.table_version}: choose one of 6, 8, 9")
         if not 1 <= self.num_buckets <= 100_000:
             raise InvalidInputError(f"hoodie.bucket.index.num.buckets: {self.num_buckets} is not between 1 and 100000")
-        if self.metadata_table and self.table_version == 6:
-            raise InvalidInputError("hoodie.metadata.enable=true: tablesvc does not keep metadata tables on table "
-                                    "version 6; use --table-version 8 or 9, or hoodie.metadata.enable=false")
         if self.merge_mode is MergeMode.CUSTOM:
             raise InvalidInputError("merge mode CUSTOM needs a Java merger class; use EVENT_TIME_ORDERING or "
                                     "COMMIT_TIME_ORDERING")

@@ -1,6 +1,6 @@
-"""``tablesvc init`` and ``hoodie.metadata.enable``: unset, versions 8 and 9 get a metadata table
-(``files``; Java Spark writers' default is on) and version 6 none; true with version 6 is refused
-in one line (exit 2) with nothing created; false gives none.  hudi-rs opens what init made."""
+"""``tablesvc init`` and ``hoodie.metadata.enable``: unset or true, every version gets a metadata
+table (``files``; Java Spark writers' default is on: Hudi 1.2's on 8 and 9, Hudi 0.15's on 6, at
+``00000000000000010``); false gives none.  hudi-rs opens what init made."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers import one_error_line, tablesvc
+from helpers import tablesvc
 from oracles.hudi_rs import file_slices, hudi_table, read_options
 
 
@@ -18,10 +18,10 @@ def _init(path, *extra: str):
 
 
 @pytest.mark.parametrize("version,conf,partitions", [
-    ("8", None, "files"), ("9", None, "files"), ("6", None, ""),
-    ("8", "false", ""), ("9", "true", "files"), ("6", "false", ""),
+    ("8", None, "files"), ("9", None, "files"), ("6", None, "files"),
+    ("8", "false", ""), ("9", "true", "files"), ("6", "false", ""), ("6", "true", "files"),
 ])
-def test_init_builds_a_metadata_table_by_default_on_versions_8_and_9(tmp_path, version, conf, partitions):
+def test_init_builds_a_metadata_table_by_default_on_every_version(tmp_path, version, conf, partitions):
     target = tmp_path / "t"
     proc = _init(target, "--table-version", version, *(["--conf", f"hoodie.metadata.enable={conf}"] if conf else []))
     assert proc.returncode == 0, proc.stderr
@@ -35,13 +35,15 @@ def test_init_builds_a_metadata_table_by_default_on_versions_8_and_9(tmp_path, v
     assert json.loads(tablesvc("timeline", str(target), "--json").stdout) == []
 
 
-def test_init_refuses_a_metadata_table_on_version_6(tmp_path):
+def test_init_on_version_6_builds_hudi_0_15_s_metadata_table(tmp_path):
     target = tmp_path / "t"
-    proc = _init(target, "--table-version", "6", "--conf", "hoodie.metadata.enable=true")
-    assert proc.returncode == 2
-    line = one_error_line(proc)
-    assert "hoodie.metadata.enable=true" in line and "table version 6" in line
-    assert not target.exists()
+    proc = _init(target, "--table-version", "6")
+    assert proc.returncode == 0, proc.stderr
+    mdt = target / ".hoodie" / "metadata"
+    assert (mdt / ".hoodie" / "00000000000000010.deltacommit").is_file()       # the v6 (0.x) layout
+    assert (mdt / "files" / ".files-0000-0_00000000000000010.log.1_0-0-0").is_file()
+    mdt_props = (mdt / ".hoodie" / "hoodie.properties").read_text()
+    assert "hoodie.table.keygenerator.class=org.apache.hudi.metadata.HoodieTableMetadataKeyGenerator\n" in mdt_props
 
 
 def test_init_text_says_what_was_built(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fixture_tables import copy_table
 from metadata_tables import (
+    finish_the_rollback_of,
     kill_a_clean_at_every_point, slices_agree,
     keep_only_files_partition, metadata_listing, storage_listing,
 )
@@ -116,7 +117,6 @@ def test_rollback_of_a_completed_write_killed_at_every_storage_operation(fixture
     rows from before or from after ``T`` (never half of ``T``); the next recovery (the sweep, or
     the rollback again when ``R`` was not requested yet) finishes: one MDT rollback of ``T``, ``T``
     gone from both timelines, the MDT's listing equal to storage's."""
-    from tablesvc.services.rollback import rollback, rollback_failed
 
     template = copy_table(fixture_root.path("v9_nonpartitioned_rollback"), tmp_path / "template")
     table = Table.open(str(template))
@@ -149,14 +149,7 @@ def test_rollback_of_a_completed_write_killed_at_every_storage_operation(fixture
         try:
             slices_agree(path)
             assert _rows(path) in (with_t, without_t)
-            later = Table.open(str(path), clock=ManualClock(SystemClock().now_ms() + DAY_MS))
-            rollback_failed(later, config=cfg)
-            if Table.open(str(path)).timeline().is_completed(t):      # killed before R was requested
-                rollback(later, t, config=cfg, allow_completed=True)
-            table = Table.open(str(path))
-            mdt = MetadataTable(table.storage, table.base_path, table.timeline())
-            assert table.timeline().pending() == () and mdt.timeline.pending() == ()
-            assert table.timeline().files_of(t) == () and mdt.timeline.files_of(t) == ()
+            table, mdt = finish_the_rollback_of(path, t, cfg)
             assert not list((path / ".hoodie" / "metadata").rglob(f".*_{t}.log.*"))
             from timeline.payloads import decode_rollback_plan
             of_t = [i for i in mdt.timeline.filter(actions=[Action.ROLLBACK])

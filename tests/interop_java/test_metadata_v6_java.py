@@ -134,3 +134,53 @@ def test_v6_metadata_table_serviced_by_tablesvc_then_java_015(name, java_hudi_se
           f"{sorted(_mdt_compactions(table.path))} compactions; {time.perf_counter() - t0:.0f} s")
     print("\n".join(readers.checked))
     shutil.rmtree(tmp_path / "java", ignore_errors=True)
+
+
+def test_v6_metadata_log_compaction_by_tablesvc_then_java_015(java_hudi_setup, start_java_hudi, spark, tmp_path):
+    """A tablesvc upsert with ``hoodie.metadata.log.compaction.enable`` (threshold 2, as the
+    write's options: ``--conf``) log-compacts the v6 metadata table inside its commit at ``<latest
+    delta commit>005`` (Hudi 0.15's ``compactIfNecessary``), the compacted log files named by their
+    slice's base instant at the next version; then Java 0.15 reads through that metadata table,
+    writes, compacts and cleans over it, and every reader agrees with the model and storage."""
+    from tablesvc.metadata.mdt_log_compaction_plan import ENABLE_KEY, THRESHOLD_KEY
+
+    name = "v6_mdt_colstats"
+    bundle = java_hudi_setup.bundle_for(6)
+    path = v6_metadata_table(name, tmp_path)
+    fixture = json.loads((V6_METADATA_FIXTURES_DIR / f"{name}.json").read_text())
+    table = JavaTable(str(path), name, 6, bundle, default_metadata=True, index=tuple(fixture["options"].items()))
+    java = start_java_hudi(bundle, tmp_path / "java")
+    readers = ThreeReaders(java, table, spark)
+    model = EventTimeModel({r[0]: tuple(r) for r in fixture["model"]})
+
+    def agree(step: str) -> None:
+        readers.check(step, model.rows())
+        t = Table.open(table.path)
+        assert metadata_listing(t) == storage_listing(table.path), f"after {step}: MDT listing differs from storage"
+
+    def log_compactions() -> list[str]:
+        t = Table.open(table.path)
+        mdt = MetadataTable(t.storage, t.base_path, t.timeline()).timeline
+        return [i.timestamp for i in mdt.completed(Action.DELTA_COMMIT)
+                if any(f.action is Action.LOG_COMPACTION for f in mdt.files_of(i.timestamp))]
+
+    t = Table.open(table.path)
+    latest = MetadataTable(t.storage, t.base_path, t.timeline()).timeline.latest_completed(Action.DELTA_COMMIT)
+    batch = rows((0, 3, 10), 100_000, "t0_")
+    model.apply("upsert", batch)
+    Table.open(table.path).upsert(spark.createDataFrame(batch, SCHEMA), options={
+        "hoodie.compact.inline": "false", "hoodie.clean.automatic": "false", ENABLE_KEY: "true", THRESHOLD_KEY: "2"})
+    assert log_compactions() == [latest.timestamp + "005"]
+    agree("tablesvc upsert with the metadata table's log compaction")
+
+    java.step(JavaHudi.write_request(table, "upsert", rows((1, 4, 30), 900_000, "j")))
+    model.apply("upsert", rows((1, 4, 30), 900_000, "j"))
+    agree("Java upsert after tablesvc's MDT log compaction")
+    result = java.compaction(table)
+    assert any(r.get("state") == "COMPLETED" for r in result), result
+    agree("Java compaction")
+    java.step(JavaHudi.write_request(table, "delete", rows((3,), 910_000, "x")))
+    model.apply("delete", rows((3,), 910_000, "x"))
+    agree("Java delete")
+    print("\n".join(readers.checked))
+    shutil.rmtree(tmp_path / "java", ignore_errors=True)

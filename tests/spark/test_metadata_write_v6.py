@@ -43,6 +43,31 @@ def _mdt_delta_commits(path) -> list[str]:
     return [i.timestamp for i in mdt.timeline.completed(Action.DELTA_COMMIT)]
 
 
+def _v6_metadata_rollback(path, r: str, target: str) -> None:
+    """Hudi 0.15's metadata side of the data rollback ``r`` of ``target``: the delta commit at ``r``
+    holds exactly the rollback's ``files`` additions (``from_rollback``: the logs that received a
+    rollback command block; none when the rollback only deleted files, as on these fixtures, whose
+    writes each wrote their own log files), and the metadata rollback ``<r>006`` completed, naming
+    ``target``."""
+    from tablesvc.metadata.files_changes import from_rollback
+    from tablesvc.metadata.partition_reader import log_records
+    from timeline.instant import Instant, State
+    from timeline.storage import join
+
+    table = Table.open(str(path))
+    mdt = MetadataTable(table.storage, table.base_path, table.timeline())
+    data_rb = table.timeline().payload(table.storage, Instant(r, Action.ROLLBACK, State.COMPLETED))
+    want = {c.key: dict(c.entries) for c in from_rollback(data_rb)}
+    dc = mdt.timeline.commit_metadata(table.storage, Instant(r, Action.DELTA_COMMIT, State.COMPLETED))
+    paths = [join(mdt.base_path, s.path) for s in dc.partition_to_write_stats.get("files", ())]
+    got = {k: {n: (i["size"], i["isDeleted"]) for n, i in v["filesystemMetadata"].items()}
+           for k, v in log_records(mdt, paths) if v is not None}
+    assert got == want, f"the metadata delta commit at {r}"
+    r006 = Instant(r + "006", Action.ROLLBACK, State.COMPLETED)
+    assert r006 in mdt.timeline.completed(Action.ROLLBACK), [i.file_name() for i in mdt.timeline.instants]
+    assert list(mdt.timeline.payload(table.storage, r006).commits_rollback) == [target]
+
+
 def _column_stats_cover(path) -> None:
     """Every data file on storage has its 9 live column_stats records (0.15: every column)."""
     from metadata_tables import storage_listing
@@ -99,5 +124,6 @@ def test_services_and_writes_keep_the_v6_metadata_table_true(tmp_path, spark, na
     _check(path, saved, "the rollback of the third upsert")
     assert third not in _mdt_delta_commits(path)
     assert rb.instant in _mdt_delta_commits(path)
+    _v6_metadata_rollback(path, rb.instant, third)
     if name == "v6_mdt_colstats":
         _column_stats_cover(path)

@@ -50,3 +50,13 @@ def test_timezone_setting_is_validated():
     resolve_timezone("LOCAL")
     with pytest.raises(InvalidInputError, match="hoodie.table.timeline.timezone"):
         resolve_timezone("Mars/Olympus")
+
+
+def test_a_suffixed_metadata_time_is_its_millisecond_and_the_next_time_sorts_after_it():
+    # version-6 metadata tables suffix times (compaction 001, clean 002, rollback 006); a new
+    # time generated after one must not fall back to the start of its second
+    assert parse_instant("20250331030642808002") == parse_instant("20250331030642808")
+    assert next_after("20250331030642808002") == "20250331030642809"
+    assert next_after("20250331030642808002") > "20250331030642808002"
+    clock = ManualClock(1_743_390_402_000)          # a clock behind the suffixed time
+    assert InstantTimeGenerator(clock).next(after="20250331030642808006") > "20250331030642808006"

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import pytest
 from fixture_tables import copy_table
-from metadata_tables import keep_only_files_partition, metadata_listing, slices_agree, storage_listing
+from metadata_tables import Killed, kill_after_the_first_log_file, live_metadata_records, tablesvc_row_tuples, keep_only_files_partition, metadata_listing, slices_agree, storage_listing
 from oracles.hudi_rs import sorted_rows as hudi_rs_rows
 
 from tablesvc.api import Table
 from tablesvc.config.registry import REGISTRY
 from tablesvc.logformat import BlockType, HeaderKey, read_log_file
-from tablesvc.merge import ReadContext, SliceSpec, read_file_slice
 from tablesvc.metadata import MetadataTable
-from tablesvc.metadata.mdt_compaction import compact_if_due, merge_for
-from tablesvc.metadata.mdt_compaction_plan import delta_commits_since_compaction, metadata_partitions
+from tablesvc.metadata.mdt_compaction import compact_if_due
+from tablesvc.metadata.mdt_compaction_plan import delta_commits_since_compaction
 from tablesvc.metadata.mdt_log_compaction import log_compact_if_due, log_file_name
 from tablesvc.metadata.mdt_log_compaction_plan import (
     ENABLE_KEY, THRESHOLD_KEY, delta_commits_since_log_compaction, log_compaction_due,
 )
-from tablesvc.metadata.partition_reader import partition_records
 from tablesvc.metadata.writer import MetadataTableWriter
 from timeline.instant import Action, State
 from timeline.instant_time import add_millis
@@ -43,10 +41,7 @@ def _open(path):
 
 
 def _records(path) -> dict:
-    table = Table.open(str(path))
-    reader = MetadataTable(table.storage, table.base_path, table.timeline())
-    return {p: {k: v for k, v in partition_records(reader, p, merge_for(p)).items() if v is not None}
-            for p in metadata_partitions(table.storage, reader.base_path)}
+    return live_metadata_records(path)
 
 
 def _without_file_names(records: dict) -> dict:
@@ -55,12 +50,7 @@ def _without_file_names(records: dict) -> dict:
 
 
 def _tablesvc_rows(path) -> list[tuple]:
-    table = Table.open(str(path))
-    ctx = ReadContext.for_table(table)
-    rows = []
-    for s in table.latest_file_slices():
-        rows += read_file_slice(table.storage, SliceSpec.from_file_slice(s), ctx).to_pylist()
-    return sorted(tuple(r[c] for c in ROW_COLUMNS) for r in rows)
+    return tablesvc_row_tuples(path, ROW_COLUMNS)
 
 
 def _readers_agree(path, rows) -> None:
@@ -183,29 +173,16 @@ def test_a_commit_runs_the_log_compaction_before_its_metadata_delta_commit(fixtu
     _readers_agree(path, rows)
 
 
-class Killed(BaseException):
-    """A process killed mid-log-compaction: nothing after the raise runs."""
-
-
 def test_a_log_compaction_killed_half_way_is_invisible_and_the_next_commit_finishes_it(fixture_root, tmp_path,
                                                                                       monkeypatch):
     path = _files_only_with_log_compaction(fixture_root, tmp_path, 2)
     rows = hudi_rs_rows(path, ROW_COLUMNS)
     before = _records(path)
     table, mdt = _open(path)
-    storage_type = type(table.storage)
-    real_write_new = storage_type.write_new
-
-    def dying_write_new(storage, p, data, *a, **k):
-        out = real_write_new(storage, p, data, *a, **k)
-        if ".log." in p:            # the compacted log file is whole: killed before the commit
-            raise Killed()
-        return out
-
-    monkeypatch.setattr(storage_type, "write_new", dying_write_new)
+    revive = kill_after_the_first_log_file(monkeypatch, table.storage)
     with pytest.raises(Killed):
         log_compact_if_due(table, mdt)
-    monkeypatch.setattr(storage_type, "write_new", real_write_new)
+    revive()
     [pending] = mdt.timeline().pending_log_compactions()
     assert pending.state is State.INFLIGHT
     assert list(path.joinpath(*MDT, "files").glob(f".files-0000-0_{pending.timestamp}.log.*"))
@@ -218,4 +195,48 @@ def test_a_log_compaction_killed_half_way_is_invisible_and_the_next_commit_finis
     table, mdt = _open(path)
     assert not mdt.timeline().pending() and mdt.timeline().is_completed(pending.timestamp)
     assert mdt.timeline().is_completed(result.instant)
+    _readers_agree(path, rows)
+
+
+def _log_compactions(path) -> list[str]:
+    _table, mdt = _open(path)
+    timeline = mdt.timeline()
+    return [i.timestamp for i in timeline.completed(Action.DELTA_COMMIT)
+            if any(f.action is Action.LOG_COMPACTION for f in timeline.files_of(i.timestamp))]
+
+
+def _files_only(fixture_root, tmp_path):
+    path = copy_table(fixture_root.path(V9_MDT[0]), tmp_path)
+    keep_only_files_partition(path)
+    assert not (path / ".hoodie" / "tablesvc.yaml").exists()
+    return path
+
+
+@pytest.mark.parametrize("conf", [True, False], ids=["with-conf", "without"])
+def test_the_command_lines_conf_reaches_the_metadata_tables_log_compaction(fixture_root, tmp_path, conf):
+    """``--conf hoodie.metadata.log.compaction.enable=true`` (no .hoodie/tablesvc.yaml): the
+    commit of ``tablesvc clean run`` log-compacts the metadata table; without it nothing does."""
+    from tablesvc.cli.main import main
+
+    path = _files_only(fixture_root, tmp_path)
+    rows = hudi_rs_rows(path, ROW_COLUMNS)
+    extra = ["--conf", f"{ENABLE_KEY}=true", "--conf", f"{THRESHOLD_KEY}=2"] if conf else []
+    assert main(["clean", "run", str(path), "--conf", "hoodie.cleaner.commits.retained=1", *extra]) == 0
+    [clean] = Table.open(str(path)).timeline().completed(Action.CLEAN)
+    done = _log_compactions(path)
+    assert len(done) == (1 if conf else 0)
+    assert all(clean.timestamp < t for t in done)
+    _readers_agree(path, rows)
+
+
+@pytest.mark.parametrize("conf", [True, False], ids=["with-options", "without"])
+def test_the_apis_options_reach_the_metadata_tables_log_compaction(fixture_root, tmp_path, conf):
+    """``Table.clean(options=...)`` as ``--conf``; the options also win over the table's
+    .hoodie/tablesvc.yaml (``--conf`` precedence), here turning it off."""
+    path = _files_only(fixture_root, tmp_path)
+    rows = hudi_rs_rows(path, ROW_COLUMNS)
+    (path / ".hoodie" / "tablesvc.yaml").write_text(f"{ENABLE_KEY}: {'false' if conf else 'true'}\n")
+    options = {"hoodie.cleaner.commits.retained": 1, THRESHOLD_KEY: 2, ENABLE_KEY: conf}
+    Table.open(str(path)).clean(options=options)
+    assert len(_log_compactions(path)) == (1 if conf else 0)
     _readers_agree(path, rows)

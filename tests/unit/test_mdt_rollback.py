@@ -16,7 +16,7 @@ import pytest
 from oracles.hudi_rs import read_rows
 
 from fixture_tables import copy_table
-from metadata_tables import metadata_listing, slices_agree, storage_listing
+from metadata_tables import keep_only_files_partition, metadata_listing, slices_agree, storage_listing
 from tablesvc.api import Table
 from tablesvc.metadata.mdt_rollback import (
     metadata_rollback_time, new_instant_time, roll_back_before_rewrite, rollback_delta_commit, rollback_failed_writes,
@@ -24,10 +24,15 @@ from tablesvc.metadata.mdt_rollback import (
 from tablesvc.metadata.writer import MetadataTableWriter
 from tablesvc.services.rollback import rollback
 from tablesvc.storage import LocalStorage
+from timeline.clock import SystemClock
+from timeline.heartbeat import heartbeat_path
 from timeline.instant import Action, Instant, State
 from timeline.payloads import decode_payload, decode_rollback_plan
 
 MDT_FIXTURES = ["v9_nonpartitioned_rollback", "v8_trips_8i3u1d"]
+# the heartbeat window of tablesvc's defaults (hoodie.client.heartbeat.interval_in_ms x tolerable.misses)
+WINDOW_MS = 60_000 * 2
+HEARTBEATS = {"clock": SystemClock(), "heartbeat_window_ms": WINDOW_MS}
 
 
 @pytest.fixture
@@ -218,7 +223,7 @@ def test_a_rewrite_rolls_back_pending_delta_commits_and_an_earlier_attempt_at_ne
     stray_log = one_log.with_name(one_log.name.replace(target.timestamp, stray))
     stray_log.write_bytes(one_log.read_bytes())
     highest = max(mdt.timeline().max_time(), Table.open(str(path)).timeline().max_time())
-    eager = rollback_failed_writes(mdt, lambda: new_instant_time(mdt))
+    eager = rollback_failed_writes(mdt, lambda: new_instant_time(mdt), **HEARTBEATS)
     assert [d.target for d in eager] == [stray]                           # the completed T is no failed write
     again = roll_back_before_rewrite(mdt, target.timestamp)
     assert again is not None and again.target == target.timestamp
@@ -228,7 +233,7 @@ def test_a_rewrite_rolls_back_pending_delta_commits_and_an_earlier_attempt_at_ne
     assert mdt.timeline().files_of(stray) == () and mdt.timeline().files_of(target.timestamp) == ()
     assert not stray_log.exists() and _logs_of(path, target.timestamp) == []
     assert roll_back_before_rewrite(mdt, target.timestamp) is None        # nothing left to roll back
-    assert rollback_failed_writes(mdt, lambda: new_instant_time(mdt)) == []
+    assert rollback_failed_writes(mdt, lambda: new_instant_time(mdt), **HEARTBEATS) == []
 
 
 def test_nothing_to_roll_back_writes_nothing(copy_of):
@@ -292,3 +297,76 @@ def test_an_aborted_commit_rolls_back_its_completed_mdt_delta_commit_at_a_new_ti
                                if v[0].instant_to_rollback.commit_time == target.timestamp]
     assert r > highest and metadata is not None and metadata.commits_rollback == (target.timestamp,)
     assert _mdt(path).timeline().files_of(target.timestamp) == () and _logs_of(path, target.timestamp) == []
+
+
+# -- the EAGER pass and live writers (mdt_rollback.writer_alive) -------------------------------------
+
+def _writer_in_its_write_phase(path: Path, *, data_instant: bool = True, data_beat_ms_ago: int | None = None,
+                               mdt_beat_ms_ago: int | None = None) -> str:
+    """A writer at a new time T between its metadata delta commit's start and its commit: data T
+    inflight (unless ``data_instant`` is False), MDT T requested with one log file (Hudi 1.2's
+    streaming metadata writes, done before the data table's lock), heartbeats (data table's and
+    the MDT's) last beating the given ms ago, or none."""
+    keep_only_files_partition(path)
+    table = Table.open(str(path))
+    live = table.instant_times.next(after=table.timeline().max_time())
+    now = SystemClock().now_ms()
+    if data_instant:
+        for state in (State.REQUESTED, State.INFLIGHT):
+            table.storage.write_new(table.timeline().path_of(Instant(live, Action.DELTA_COMMIT, state)), b"")
+    mdt = _mdt(path)
+    for base, ago in ((table.base_path, data_beat_ms_ago), (mdt.base_path, mdt_beat_ms_ago)):
+        if ago is not None:
+            table.storage.write_new(heartbeat_path(base, live), str(now - ago).encode("ascii"))
+    mdt.storage.write_new(mdt.timeline().path_of(Instant(live, Action.DELTA_COMMIT, State.REQUESTED)), b"")
+    one_log = sorted((path / ".hoodie" / "metadata" / "files").glob(".files-*.log.*"))[-1]
+    log = one_log.with_name(f"{one_log.name.split('_')[0]}_{live}.log.1_0-1-0")
+    log.write_bytes(one_log.read_bytes())
+    return live
+
+
+def _clean_and_mdt_rollbacks_of(path: Path, ts: str) -> list[str]:
+    """Clean the table (a metadata delta commit, so the EAGER pass runs); the MDT rollbacks of ``ts``."""
+    [clean] = Table.open(str(path)).clean(options={"hoodie.cleaner.commits.retained": 1})
+    assert clean.status.value == "done", clean
+    return [r for r, (plan, _) in _mdt_rollbacks(path).items() if plan.instant_to_rollback.commit_time == ts]
+
+
+def test_the_eager_pass_leaves_a_live_writers_pending_mdt_delta_commit(copy_of):
+    """A LAZY writer (or tablesvc itself) with data T inflight and its heartbeat beating: its MDT
+    T, started before the data table's lock, stays for it to complete."""
+    path = copy_of("zips:mor_avro_v9_txns_simple_meta")
+    live = _writer_in_its_write_phase(path, data_beat_ms_ago=0)
+    assert _clean_and_mdt_rollbacks_of(path, live) == []
+    assert {f.state for f in _mdt(path).timeline().files_of(live)} == {State.REQUESTED}
+    assert _logs_of(path, live) != []
+
+
+def test_the_eager_pass_leaves_a_java_streaming_write_beating_on_the_metadata_table(copy_of):
+    """Java with the data table EAGER beats no data heartbeat; its streaming metadata write client
+    is LAZY and beats for MDT T on the metadata table."""
+    path = copy_of("zips:mor_avro_v9_txns_simple_meta")
+    live = _writer_in_its_write_phase(path, mdt_beat_ms_ago=1_000)
+    assert _clean_and_mdt_rollbacks_of(path, live) == []
+    assert _mdt(path).timeline().files_of(live) != () and _logs_of(path, live) != []
+
+
+@pytest.mark.parametrize("beats", [{"data_beat_ms_ago": WINDOW_MS + 60_000},
+                                   {"data_beat_ms_ago": WINDOW_MS + 60_000, "mdt_beat_ms_ago": WINDOW_MS + 60_000},
+                                   {}], ids=["data-expired", "both-expired", "no-heartbeat"])
+def test_the_eager_pass_rolls_back_a_dead_writers_mdt_delta_commit(copy_of, beats):
+    path = copy_of("zips:mor_avro_v9_txns_simple_meta")
+    live = _writer_in_its_write_phase(path, **beats)
+    assert len(_clean_and_mdt_rollbacks_of(path, live)) == 1
+    assert _mdt(path).timeline().files_of(live) == () and _logs_of(path, live) == []
+    slices_agree(path)
+
+
+def test_the_eager_pass_rolls_back_an_mdt_delta_commit_whose_data_instant_is_absent(copy_of):
+    """No data T (rolled back, or never requested): nobody completes MDT T, even with a data
+    heartbeat file left beating."""
+    path = copy_of("zips:mor_avro_v9_txns_simple_meta")
+    live = _writer_in_its_write_phase(path, data_instant=False, data_beat_ms_ago=0)
+    assert len(_clean_and_mdt_rollbacks_of(path, live)) == 1
+    assert _mdt(path).timeline().files_of(live) == () and _logs_of(path, live) == []
+    slices_agree(path)

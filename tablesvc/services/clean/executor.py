@@ -32,11 +32,11 @@ from timeline.payloads import (CleanerPlan, CleanMetadata, CleanPartitionMetadat
                                encode_clean_metadata, encode_cleaner_plan)
 
 
-def _execute(table, requested: Instant, plan: CleanerPlan, fence=None) -> ServiceResult:
+def _execute(table, requested: Instant, plan: CleanerPlan, fence=None, config=None) -> ServiceResult:
     started = time.monotonic()
     # Another process (a runner, or a writer's inline clean) may run the same plan: deleting is
     # idempotent, so a racing start is joined (CLEAN_LIFECYCLE); only one of us completes it.
-    life = InstantLifecycle(table, CLEAN_LIFECYCLE)
+    life = InstantLifecycle(table, CLEAN_LIFECYCLE, config=config)     # config: the metadata table's services
     # Hudi 0.x writes the plan into a v6 clean's inflight file too, and its archiver reads it
     # there: an empty one failed Java's archival ("Not an Avro data file").  1.x (v8+) leaves it empty.
     inflight = encode_cleaner_plan(plan) if table.config.version < 8 else b""
@@ -89,13 +89,13 @@ def _finished_elsewhere(timestamp: str) -> ServiceResult:
                          f"clean {timestamp} was completed by another process meanwhile")
 
 
-def finish_pending_cleans(table, fence=None) -> list[ServiceResult]:
+def finish_pending_cleans(table, fence=None, config=None) -> list[ServiceResult]:
     results = []
     timeline = table.timeline()
     for instant in timeline.pending(Action.CLEAN):
         requested = Instant(instant.timestamp, Action.CLEAN, State.REQUESTED)
         plan = decode_cleaner_plan(timeline.read_bytes(table.storage, requested), timeline.path_of(requested))
-        results.append(_execute(table, requested, plan, fence))
+        results.append(_execute(table, requested, plan, fence, config))
     return results
 
 
@@ -133,14 +133,14 @@ def run_clean(table, config: ServiceConfig, *, dry_run: bool = False) -> list[Se
                                                        CleanMetrics(files_to_delete=len(files), files=tuple(files)))])
     dropped = drop_opted_out_partitions(table, CLEAN, config)
     require_writable(table, CLEAN)
-    results = prepend_drop(dropped, finish_pending_cleans(table))
+    results = prepend_drop(dropped, finish_pending_cleans(table, config=config))
     planned = plan_clean(table, config)
     if planned.plan is None:
         results.append(ServiceResult("clean", Status.NOTHING_TO_DO, None, planned.reason,
                                      CleanMetrics(partitions_scanned=planned.partitions_scanned)))
     else:
         requested = InstantLifecycle(table, CLEAN_LIFECYCLE).request(encode_cleaner_plan(planned.plan))
-        results.append(_execute(table, requested, planned.plan))
+        results.append(_execute(table, requested, planned.plan, config=config))
     remove_leftovers(table)
     return results
 

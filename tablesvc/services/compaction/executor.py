@@ -172,7 +172,8 @@ def _execute(table, instant_ts: str, spark, sort_columns: tuple[str, ...], confi
         _recover_inflight(table, current, config, fence)
     # On failure C stays inflight without a heartbeat: the next run rolls it back and re-executes it.
     lease = lease_requirements(fence)
-    life = InstantLifecycle(table, COMPACTION_LIFECYCLE, heartbeat_interval_ms=heartbeat_settings(config)[0])
+    life = InstantLifecycle(table, COMPACTION_LIFECYCLE, heartbeat_interval_ms=heartbeat_settings(config)[0],
+                            config=config)
     with life.start(Instant(instant_ts, Action.COMPACTION, State.REQUESTED), lease):
         timeline = table.timeline()
         ctx = ReadContext.for_table(table, timeline, as_of=instant_ts)

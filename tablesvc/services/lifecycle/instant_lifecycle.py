@@ -75,11 +75,16 @@ class InstantLifecycle:
     """The life of one instant of ``rules.action`` on ``table`` (one object per instant and run).
 
     ``heartbeat_interval_ms``: the heartbeat's interval, needed once a heartbeat starts (rules
-    with a heartbeat; a lifecycle that only requests a plan needs none)."""
+    with a heartbeat; a lifecycle that only requests a plan needs none).  ``config``: the
+    command's configuration (a ``ServiceConfig``, a mapping of Hudi keys, or None: the table's
+    ``.hoodie/tablesvc.yaml`` over the defaults), which the commit hands to the metadata table's
+    own services (``metadata.maintain.metadata_services_config``)."""
 
-    def __init__(self, table: Any, rules: LifecycleRules, *, heartbeat_interval_ms: int | None = None):
+    def __init__(self, table: Any, rules: LifecycleRules, *, heartbeat_interval_ms: int | None = None,
+                 config: Any = None):
         self.table = table
         self.rules = rules
+        self._config = config
         self._interval_ms = heartbeat_interval_ms
         self._heartbeat: Heartbeat | None = None
         self._inflight: Instant | None = None
@@ -276,7 +281,8 @@ class InstantLifecycle:
             check_all(requirements, self.table, timeline)
             # decided here, from the properties ``MetadataTableKept`` just read under this lock
             if writes_metadata_table(self.table.config):
-                update_metadata_table(self.table, inflight, metadata, key_changes, secondary_index)
+                update_metadata_table(self.table, inflight, metadata, key_changes, secondary_index,
+                                      config=self._config)
 
         try:
             # no requirement and no metadata table: no precheck, and ``complete`` decides from

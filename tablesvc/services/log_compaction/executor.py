@@ -266,7 +266,7 @@ def _execute(table, instant_ts: str, spark, config: Any, fence: Fence | None) ->
     # On failure L stays inflight without a heartbeat: the next run rolls it back and reschedules.
     lease = lease_requirements(fence)
     interval, misses = heartbeat_settings(config)
-    life = InstantLifecycle(table, LOG_COMPACTION_LIFECYCLE, heartbeat_interval_ms=interval)
+    life = InstantLifecycle(table, LOG_COMPACTION_LIFECYCLE, heartbeat_interval_ms=interval, config=config)
     with life.start(Instant(instant_ts, Action.LOG_COMPACTION, State.REQUESTED),
                     start_requirements(table, instant_ts, interval * misses, fence)):
         timeline = table.timeline()
