@@ -14,6 +14,7 @@ from timeline.errors import (
     InvalidInstantError,
     LockHeldError,
     PayloadError,
+    StorageError,
     TablesvcError,
     TimelineError,
     TimeTravelError,
@@ -24,7 +25,7 @@ __all__ = [
     "ConfigError", "ConflictError", "CorruptHFileError", "CorruptLogBlockError", "FileNameError", "IllegalTransitionError",
     "HiddenWriteError", "InstantExistsError", "InvalidInputError", "InvalidInstantError", "LeftPendingError",
     "LockHeldError",
-    "LogFormatError", "NotATableError", "PayloadError", "SparkEnvironmentError", "TableConfigError",
+    "LogFormatError", "NotATableError", "PayloadError", "SparkEnvironmentError", "StorageError", "TableConfigError",
     "TablesvcError", "TimelineError", "TimeTravelError", "UnknownInstantError", "UnsupportedTableError",
 ]
 

@@ -25,6 +25,17 @@ def fixture_root(tmp_path_factory) -> "FixtureRoot":
 
 
 @pytest.fixture(scope="session")
+def s3_endpoint():
+    """A moto S3 server on a loopback port, in a process of its own, with one bucket
+    (tests/s3_server.py), for the whole run; its start failing fails the tests that use it."""
+    from s3_server import S3Server
+
+    server = S3Server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def spark():
     """One local Spark session for the whole test run (start-up costs seconds)."""
     from tablesvc.spark.session import get_spark

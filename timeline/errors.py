@@ -57,3 +57,8 @@ class PayloadError(TimelineError, InvalidInputError):
 
 class LockHeldError(ConflictError):
     """The table lock is held by someone else."""
+
+
+class StorageError(TablesvcError):
+    """A storage call failed for a reason other than a missing or already existing file (an object
+    store's error answer, a timeout, a refused connection); the message names the call and path."""

@@ -80,7 +80,15 @@ class Table:
                             int(cfg.get("hoodie.write.lock.wait_time_ms")))
 
     def lock(self, **kwargs) -> TableLock:
-        """Java Hudi's file-system table lock (``timeline/lock.py``); ``kwargs`` (``wait_ms``, ...) override."""
+        """Java Hudi's file-system table lock (``timeline/lock.py``); ``kwargs`` (``wait_ms``, ...) override.
+        Refused on an object store: a lock file created exclusively and judged by its mtime is not a
+        lock there; Hudi's storage-based lock (RFC-91, docs/storage.md) comes with issue #28, and
+        until then nothing that changes a table runs on one (every change takes this lock first)."""
+        if "://" in self.base_path:          # normalize_path keeps only object-store URLs as URLs
+            from tablesvc.errors import InvalidInputError
+
+            raise InvalidInputError(f"{self.base_path}: changing a table on an object store needs the storage-based "
+                                    "table lock, which tablesvc does not have yet (reads only; docs/storage.md)")
         return TableLock.of(self.storage, self.base_path, self.lock_settings, self.clock, **kwargs)
 
     @cached_property

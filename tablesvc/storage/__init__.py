@@ -6,12 +6,20 @@ from tablesvc.storage.local import LocalStorage
 __all__ = ["FileInfo", "LocalStorage", "Storage", "discard_partial_copies", "join", "storage_for"]
 
 
-def storage_for(path: str) -> Storage:
-    """The storage that serves ``path`` (only local paths and ``file://`` today)."""
+def storage_for(path: str, options=None) -> Storage:
+    """The storage that serves ``path``: local paths and ``file://`` on the local file system;
+    ``s3://``/``s3a://`` (and ``gs://``, ``az://``, ``abfs[s]://``, untested) on an object store
+    (``tablesvc.storage.object_store``), configured by ``options`` (obstore's or Hadoop S3A's key
+    names) and the environment."""
     if "://" in path and not path.startswith("file://"):
+        from tablesvc.storage.object_store import SCHEMES, ObjectStorage
+
+        if path.split("://", 1)[0].lower() in SCHEMES:
+            return ObjectStorage(options)
         from tablesvc.errors import InvalidInputError
 
-        raise InvalidInputError(f"{path}: only local paths are supported for now")
+        raise InvalidInputError(f"{path}: unsupported scheme {path.split('://', 1)[0]!r} (local paths, file://, "
+                                f"{', '.join(s + '://' for s in sorted(SCHEMES))})")
     return LocalStorage()
 
 

@@ -34,9 +34,13 @@ import pyarrow as pa
 from hudi import HudiFileSlice, HudiReadOptions, HudiTable, HudiTableBuilder
 
 
-def hudi_table(path: str | Path) -> HudiTable:
-    """hudi-rs's handle on the table at ``path`` (timeline, file slices, reads)."""
-    return HudiTableBuilder.from_base_uri(str(path)).build()
+def hudi_table(path: str | Path, storage_options: dict[str, str] | None = None) -> HudiTable:
+    """hudi-rs's handle on the table at ``path`` (timeline, file slices, reads); ``storage_options``
+    (object_store's key names: ``aws_endpoint_url``, ...) for a table on an object store."""
+    builder = HudiTableBuilder.from_base_uri(str(path))
+    if storage_options:
+        builder = builder.with_storage_options(storage_options)
+    return builder.build()
 
 
 def read_options(as_of: str | None = None) -> HudiReadOptions:
@@ -44,9 +48,10 @@ def read_options(as_of: str | None = None) -> HudiReadOptions:
     return HudiReadOptions() if as_of is None else HudiReadOptions().with_as_of_timestamp(as_of)
 
 
-def read_table(path: str | Path, as_of: str | None = None) -> pa.Table | None:
+def read_table(path: str | Path, as_of: str | None = None,
+               storage_options: dict[str, str] | None = None) -> pa.Table | None:
     """Every row hudi-rs reads, meta columns included; ``None`` when it reads no batch at all."""
-    batches = hudi_table(path).read(read_options(as_of))
+    batches = hudi_table(path, storage_options).read(read_options(as_of))
     return pa.Table.from_batches(batches) if batches else None
 
 

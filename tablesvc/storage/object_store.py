@@ -1,0 +1,458 @@
+"""Object-store storage (S3 first; GCS and Azure through the same class) over obstore.
+
+``ObjectStorage`` implements ``timeline.storage.Storage`` on an object store, with paths given as
+URLs (``s3://bucket/key``; ``s3a://`` is the same store).  What each call becomes (docs/storage.md):
+
+* ``write_new`` / ``write_new_from``: one PUT with ``If-None-Match: *`` (obstore ``mode="create"``,
+  which never uses multipart), carrying a per-write token in user metadata.  A 412 means the
+  object exists: if its token is ours, our own PUT succeeded and only its answer was lost (obstore
+  retries a PUT whose response it did not get), so the create is done; else ``FileExistsError``.
+* ``write_replace``: one plain PUT (single part: atomic, never a partial upload left behind).
+* ``discard_partial``: nothing to discard, since no multipart upload is ever started; ``[]``.
+* ``list_dir`` / ``list_names``: one LIST with delimiter; common prefixes come back as folders.
+* ``stat`` / ``exists``: HEAD; a key that is no object but a prefix of some is a folder.
+* ``makedirs``: nothing (object stores have no folders).
+
+Clients are per process: one store per (spec, pid), built lazily, so a pickled ``ObjectStorage``
+(Spark tasks) carries no client and no credentials, and each process builds its own client after
+it starts.  obstore's runtime does not survive ``fork`` once used, so a forked child that calls it
+gets a ``StorageError`` saying so instead of hanging.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import BinaryIO, Callable, Iterable, Mapping
+
+from timeline.errors import StorageError
+from timeline.storage import FileInfo
+
+# URL schemes -> the obstore store family
+SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
+
+WRITER_ATTRIBUTE = "tablesvc-writer"  # user metadata (x-amz-meta-tablesvc-writer) naming the creating write
+
+# Hadoop S3A key (with or without ``spark.hadoop.``) -> object_store's S3 key
+_S3A_KEYS = {
+    "fs.s3a.endpoint": "endpoint",
+    "fs.s3a.endpoint.region": "region",
+    "fs.s3a.access.key": "access_key_id",
+    "fs.s3a.secret.key": "secret_access_key",
+    "fs.s3a.session.token": "token",
+}
+# object_store spellings that mean the same S3 key
+_S3_ALIASES = {"aws_endpoint_url": "endpoint", "endpoint_url": "endpoint", "aws_endpoint": "endpoint",
+               "aws_region": "region", "aws_default_region": "region", "default_region": "region",
+               "aws_access_key_id": "access_key_id", "aws_secret_access_key": "secret_access_key",
+               "aws_session_token": "token", "session_token": "token", "aws_token": "token",
+               "aws_virtual_hosted_style_request": "virtual_hosted_style_request",
+               "aws_skip_signature": "skip_signature", "aws_conditional_put": "conditional_put"}
+# client options (obstore ClientConfig), which must not go into the store config: ``allow_http`` as a
+# store keyword breaks pickling of the store (docs/storage-research.md §1.2)
+_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "pool_idle_timeout",
+                "pool_max_idle_per_host", "proxy_url", "http1_only", "http2_only", "user_agent", "read_timeout"}
+RETRY_TIMEOUT_KEY = "tablesvc.storage.retry.timeout.ms"
+MAX_RETRIES_KEY = "tablesvc.storage.max.retries"
+_SECRET_WORDS = ("secret", "token", "password", "access_key", "account_key", "sas", "service_account")
+
+
+def is_object_store_url(path: str) -> bool:
+    return path.split("://", 1)[0].lower() in SCHEMES if "://" in path else False
+
+
+def _is_secret(key: str) -> bool:
+    return any(word in key for word in _SECRET_WORDS)
+
+
+def normalize_options(options: Mapping[str, str] | None) -> dict[str, str]:
+    """Options in obstore's lower-case names: object_store's own (``aws_endpoint_url``, ``endpoint``,
+    ``AWS_REGION``, ...), Hadoop S3A's (``fs.s3a.endpoint``, ``spark.hadoop.fs.s3a.access.key``, ...)
+    and tablesvc's (``tablesvc.storage.*``).  Keys of other families are left out."""
+    out: dict[str, str] = {}
+    ssl_off = False
+    for raw_key, value in (options or {}).items():
+        key = raw_key[len("spark.hadoop."):] if raw_key.startswith("spark.hadoop.") else raw_key
+        value = str(value)
+        if key.startswith("tablesvc.storage."):
+            out[key] = value
+        elif key.startswith("fs.s3a."):
+            if key in _S3A_KEYS:
+                out[_S3A_KEYS[key]] = value
+            elif key == "fs.s3a.path.style.access":
+                out["virtual_hosted_style_request"] = "false" if value.lower() == "true" else "true"
+            elif key == "fs.s3a.connection.ssl.enabled":
+                ssl_off = value.lower() == "false"
+        elif "." not in key:
+            low = key.lower()
+            low = _S3_ALIASES.get(low, low)
+            if low.startswith("aws_") and low[4:] in _CLIENT_KEYS:
+                low = low[4:]
+            out[low] = value
+    if ssl_off:
+        out.setdefault("allow_http", "true")
+        if "endpoint" in out and "://" not in out["endpoint"]:
+            out["endpoint"] = "http://" + out["endpoint"]
+    elif "endpoint" in out and "://" not in out["endpoint"]:
+        out["endpoint"] = "https://" + out["endpoint"]  # S3A endpoints are often given without a scheme
+    return out
+
+
+@dataclass(frozen=True)
+class ObjectStoreSpec:
+    """What a client is built from: the store family, bucket (or container), and options."""
+
+    family: str
+    bucket: str
+    options: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ObjectPath:
+    url: str
+    scheme: str
+    bucket: str
+    key: str
+    account: str | None = None
+
+
+def parse_url(url: str) -> ObjectPath:
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in SCHEMES:
+        raise StorageError(f"{url}: not an object-store URL (schemes: {', '.join(sorted(SCHEMES))})")
+    bucket, _, key = rest.partition("/")
+    account = None
+    if scheme in ("abfs", "abfss") and "@" in bucket:  # abfss://container@account.dfs.core.windows.net/key
+        bucket, _, host = bucket.partition("@")
+        account = host.split(".", 1)[0]
+    if not bucket:
+        raise StorageError(f"{url}: no bucket in the URL")
+    return ObjectPath(url, scheme, bucket, key.strip("/"), account)
+
+
+# -- per-process clients ---------------------------------------------------------------------------
+_clients: dict[tuple[ObjectStoreSpec, int], object] = {}
+_clients_lock = threading.Lock()
+_used_in_pid: int | None = None  # the process that first used obstore (its runtime does not survive fork)
+
+
+def _after_fork_in_child() -> None:
+    global _clients_lock
+    _clients.clear()
+    _clients_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _build_store(spec: ObjectStoreSpec):
+    from obstore.store import AzureStore, GCSStore, S3Store
+
+    config = dict(spec.options)
+    client_options: dict[str, object] = {}
+    retry: dict[str, object] = {}
+    for key in list(config):
+        if key in _CLIENT_KEYS:
+            value = config.pop(key)
+            client_options[key] = value.lower() == "true" if key.startswith("allow_") or key.startswith("http") \
+                else value
+        elif key == RETRY_TIMEOUT_KEY:
+            retry["retry_timeout"] = timedelta(milliseconds=int(config.pop(key)))
+        elif key == MAX_RETRIES_KEY:
+            retry["max_retries"] = int(config.pop(key))
+        elif key.startswith("tablesvc."):
+            config.pop(key)
+    if (spec.family == "s3" and "allow_http" not in client_options
+            and os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true"):
+        client_options["allow_http"] = True
+    kwargs = {"client_options": client_options or None, "retry_config": retry or None}
+    if spec.family == "s3":
+        return S3Store(spec.bucket, config=config or None, **kwargs)
+    if spec.family == "gcs":
+        return GCSStore(spec.bucket, config=config or None, **kwargs)
+    return AzureStore(spec.bucket, config=config or None, **kwargs)
+
+
+def _client(spec: ObjectStoreSpec, where: str):
+    global _used_in_pid
+    pid = os.getpid()
+    if _used_in_pid is not None and _used_in_pid != pid:
+        raise StorageError(f"{where}: this process was forked after its parent used the object store, whose "
+                           "client does not survive fork; start workers with 'spawn' or as subprocesses")
+    with _clients_lock:
+        store = _clients.get((spec, pid))
+        if store is None:
+            try:
+                store = _build_store(spec)
+            except Exception as e:
+                raise StorageError(f"{where}: cannot build the {spec.family} client for bucket "
+                                   f"{spec.bucket}: {_first_line(e)}") from None
+            _clients[(spec, pid)] = store
+        _used_in_pid = _used_in_pid or pid
+    return store
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:300]
+
+
+def _mapped(e: BaseException, op: str, url: str) -> BaseException:
+    """obstore's error for ``op`` on ``url`` as the project's: ``FileNotFoundError``/``FileExistsError``
+    like local files, else a one-line ``StorageError``."""
+    from obstore import exceptions as ox
+
+    if isinstance(e, (FileNotFoundError, ox.NotFoundError)):
+        return FileNotFoundError(errno.ENOENT, f"{op}: no such object", url)
+    if isinstance(e, ox.AlreadyExistsError):
+        return FileExistsError(errno.EEXIST, f"{op}: object already exists", url)
+    return StorageError(f"{op} {url}: {type(e).__name__}: {_first_line(e)}")
+
+
+class _ObjectReader(io.RawIOBase):
+    """A seekable binary file over an obstore ``ReadableFile`` (ranged GETs), which pyarrow reads;
+    obstore's own object has no ``closed`` and returns ``Bytes``."""
+
+    def __init__(self, inner, url: str):
+        self._inner = inner
+        self._url = url
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            data = self._inner.read(len(buffer))
+        except Exception as e:
+            raise _mapped(e, "read", self._url) from None
+        n = len(data)
+        memoryview(buffer).cast("B")[:n] = memoryview(data)
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return bytes(self._inner.read(size) if size is not None and size >= 0 else self._inner.read())
+        except Exception as e:
+            raise _mapped(e, "read", self._url) from None
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._inner.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+    @property
+    def size(self) -> int:
+        return self._inner.size
+
+    def close(self) -> None:
+        if not self.closed:
+            self._inner.close()
+        super().close()
+
+
+class ObjectStorage:
+    """``timeline.storage.Storage`` over an object store; paths are ``scheme://bucket/key`` URLs.
+
+    ``options`` are object-store settings (``normalize_options``: obstore's key names, Hadoop S3A's,
+    ``tablesvc.storage.*``); everything not given comes from the environment (``AWS_*``,
+    ``GOOGLE_*``, ``AZURE_*``), which obstore reads itself.  Pickling keeps only the options that
+    are no credential: a process that unpickles it takes its credentials from its own environment.
+    """
+
+    def __init__(self, options: Mapping[str, str] | None = None):
+        self._options = tuple(sorted(normalize_options(options).items()))
+
+    def __reduce__(self):
+        return (ObjectStorage, ({k: v for k, v in self._options if not _is_secret(k)},))
+
+    def __repr__(self) -> str:
+        return f"ObjectStorage({[k for k, _ in self._options]})"
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _locate(self, url: str, op: str):
+        target = parse_url(url)
+        family = SCHEMES[target.scheme]
+        options = self._options
+        if target.account and "account_name" not in dict(options):
+            options = tuple(sorted(options + (("account_name", target.account),)))
+        spec = ObjectStoreSpec(family, target.bucket, options)
+        return _client(spec, f"{op} {url}"), target
+
+    # -- reads ------------------------------------------------------------------------------------
+    def read_bytes(self, path: str) -> bytes:
+        import obstore
+
+        store, target = self._locate(path, "read")
+        try:
+            return bytes(obstore.get(store, target.key).bytes())
+        except Exception as e:
+            raise _mapped(e, "read", path) from None
+
+    def open_read(self, path: str) -> BinaryIO:
+        import obstore
+
+        store, target = self._locate(path, "open")
+        try:
+            inner = obstore.open_reader(store, target.key)
+        except Exception as e:
+            raise _mapped(e, "open", path) from None
+        return io.BufferedReader(_ObjectReader(inner, path), buffer_size=1 << 20)
+
+    # -- writes -----------------------------------------------------------------------------------
+    def _create(self, path: str, body, op: str) -> None:
+        import obstore
+        from obstore import exceptions as ox
+
+        store, target = self._locate(path, op)
+        token = uuid.uuid4().hex
+        try:
+            obstore.put(store, target.key, body, mode="create", use_multipart=False,
+                        attributes={WRITER_ATTRIBUTE: token})
+            return
+        except ox.AlreadyExistsError as e:
+            lost = e
+        except Exception as e:
+            raise _mapped(e, op, path) from None
+        # 412: someone's object is there; ours if a retried PUT of ours had in fact succeeded
+        try:
+            attributes = obstore.get(store, target.key).attributes
+        except Exception:
+            attributes = {}
+        if attributes.get(WRITER_ATTRIBUTE) == token:
+            return
+        raise _mapped(lost, op, path) from None
+
+    def write_new(self, path: str, data: bytes) -> None:
+        self._create(path, bytes(data), "create")
+
+    def write_new_from(self, path: str, write: Callable[[BinaryIO], None]) -> int:
+        """The content is spooled (memory up to 64 MiB, then a temporary file under ``TMPDIR``) and
+        sent as one conditional PUT, which holds the whole body in memory while it is sent; if
+        ``write`` raises, nothing was sent."""
+        with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
+            write(spool)
+            size = spool.tell()
+            spool.seek(0)
+            self._create(path, spool.read(), "create")  # a conditional PUT is one request: whole body
+        return size
+
+    def write_replace(self, path: str, data: bytes) -> None:
+        import obstore
+
+        store, target = self._locate(path, "replace")
+        try:
+            obstore.put(store, target.key, bytes(data), mode="overwrite", use_multipart=False)
+        except Exception as e:
+            raise _mapped(e, "replace", path) from None
+
+    def discard_partial(self, folder: str, names: Iterable[str]) -> list[str]:
+        """Nothing: every object is written by a single PUT, which leaves nothing when it fails."""
+        return []
+
+    # -- listing ------------------------------------------------------------------------------------
+    def _list_with_delimiter(self, path: str, op: str):
+        import obstore
+
+        store, target = self._locate(path, op)
+        try:
+            result = obstore.list_with_delimiter(store, target.key or None)
+        except Exception as e:
+            raise _mapped(e, op, path) from None
+        return target, result
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        target, result = self._list_with_delimiter(path, "list")
+        base = path.rstrip("/")
+        out = [FileInfo(p.rsplit("/", 1)[-1], f"{base}/{p.rsplit('/', 1)[-1]}", 0, 0, True)
+               for p in result["common_prefixes"]]
+        for meta in result["objects"]:
+            name = meta["path"].rsplit("/", 1)[-1]
+            out.append(FileInfo(name, f"{base}/{name}", int(meta["size"]),
+                                int(meta["last_modified"].timestamp() * 1000), False))
+        out.sort(key=lambda f: f.name)
+        return out
+
+    def list_names(self, path: str) -> list[str]:
+        _, result = self._list_with_delimiter(path, "list")
+        return sorted(meta["path"].rsplit("/", 1)[-1] for meta in result["objects"])
+
+    def _is_prefix(self, store, key: str, url: str, op: str) -> bool:
+        import obstore
+
+        try:
+            for batch in obstore.list(store, key or None, chunk_size=1):
+                return len(batch) > 0
+        except Exception as e:
+            raise _mapped(e, op, url) from None
+        return False
+
+    def stat(self, path: str) -> FileInfo:
+        import obstore
+
+        store, target = self._locate(path, "stat")
+        name = target.key.rsplit("/", 1)[-1]
+        if not target.key:  # the bucket itself: a folder when it holds anything
+            if self._is_prefix(store, "", path, "stat"):
+                return FileInfo(target.bucket, path, 0, 0, True)
+            raise FileNotFoundError(errno.ENOENT, "stat: empty bucket", path)
+        try:
+            meta = obstore.head(store, target.key)
+        except Exception as e:
+            mapped = _mapped(e, "stat", path)
+            if isinstance(mapped, FileNotFoundError) and self._is_prefix(store, target.key, path, "stat"):
+                return FileInfo(name, path, 0, 0, True)
+            raise mapped from None
+        return FileInfo(name, path, int(meta["size"]), int(meta["last_modified"].timestamp() * 1000), False)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    # -- deletes ------------------------------------------------------------------------------------
+    def delete(self, path: str) -> bool:
+        import obstore
+
+        store, target = self._locate(path, "delete")
+        # S3's DELETE answers 204 for a missing key too: the HEAD tells whether there was one
+        for call in (obstore.head, obstore.delete):
+            try:
+                call(store, target.key)
+            except Exception as e:
+                mapped = _mapped(e, "delete", path)
+                if isinstance(mapped, FileNotFoundError):
+                    return False
+                raise mapped from None
+        return True
+
+    def delete_tree(self, path: str) -> None:
+        import obstore
+
+        store, target = self._locate(path, "delete tree")
+        if not target.key:
+            raise StorageError(f"delete tree {path}: refusing to delete a whole bucket")
+        try:
+            keys = [meta["path"] for batch in obstore.list(store, target.key, chunk_size=1000) for meta in batch]
+            if keys:
+                obstore.delete(store, keys)
+        except Exception as e:
+            raise _mapped(e, "delete tree", path) from None
+
+    def makedirs(self, path: str) -> None:
+        """Nothing: object stores have no folders (a folder is a key prefix)."""
