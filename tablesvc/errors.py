@@ -19,6 +19,7 @@ from timeline.errors import (
     TimelineError,
     TimeTravelError,
     UnknownInstantError,
+    VersionConflictError,
 )
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LockHeldError",
     "LogFormatError", "NotATableError", "PayloadError", "SparkEnvironmentError", "StorageError", "TableConfigError",
     "TablesvcError", "TimelineError", "TimeTravelError", "UnknownInstantError", "UnsupportedTableError",
+    "VersionConflictError",
 ]
 
 

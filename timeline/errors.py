@@ -62,3 +62,8 @@ class LockHeldError(ConflictError):
 class StorageError(TablesvcError):
     """A storage call failed for a reason other than a missing or already existing file (an object
     store's error answer, a timeout, a refused connection); the message names the call and path."""
+
+
+class VersionConflictError(ConflictError):
+    """A conditional write (``Storage.write_if``) lost: the object was created, changed or removed
+    since the version it expected was read (an object store's 412); the message names the path."""

@@ -71,6 +71,9 @@ class LockSettings:
     lock_dir: str | None = None      # hoodie.write.lock.filesystem.path; None: <base>/.hoodie
     expire_minutes: int = 0          # hoodie.write.lock.filesystem.expire; 0: a Java lock never expires
     wait_ms: int = DEFAULT_WAIT_MS   # hoodie.write.lock.wait_time_ms
+    # the storage-based lock on object stores (timeline/storage_lock.py; tablesvc's defaults, Java's are 300/30)
+    storage_validity_s: int = 20     # hoodie.write.lock.storage.validity.timeout.secs
+    storage_renew_s: int = 2         # hoodie.write.lock.storage.renew.interval.secs
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,16 @@ class Storage(Protocol):
     def write_replace(self, path: str, data: bytes) -> None:
         """Create or replace ``path`` atomically and durably."""
 
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        """Whole content and its version token (an object store's ETag), for ``write_if``;
+        ``FileNotFoundError`` when absent.  Object stores only (``NotImplementedError`` elsewhere)."""
+
+    def write_if(self, path: str, data: bytes, expected_version: str | None) -> str:
+        """Replace ``path`` atomically only if its version is still ``expected_version`` (``None``:
+        create it only if absent); returns the new version.  ``timeline.errors.VersionConflictError``
+        when the object changed, appeared or vanished since.  A write whose answer was lost and that
+        did succeed counts as a success.  Object stores only (``NotImplementedError`` elsewhere)."""
+
     def discard_partial(self, folder: str, names: Iterable[str]) -> list[str]:
         """Delete what a creator of these file names killed mid-create left in ``folder`` (local
         files: the hidden temporary copies; an object store would abort its uploads).  Returns

@@ -17,6 +17,7 @@ from timeline.active import Timeline
 from timeline.clock import Clock, SystemClock
 from timeline.instant_time import InstantTimeGenerator, resolve_timezone
 from timeline.lock import LockSettings, TableLock
+from timeline.storage_lock import StorageLock, check_timings
 from timeline.storage import Storage
 from timeline.transitions import TimelineWriter
 
@@ -77,18 +78,33 @@ class Table:
         cfg = load_config(self.storage, table_path=self.base_path)
         return LockSettings(cfg.get("hoodie.write.lock.filesystem.path") or None,
                             int(cfg.get("hoodie.write.lock.filesystem.expire")),
-                            int(cfg.get("hoodie.write.lock.wait_time_ms")))
+                            int(cfg.get("hoodie.write.lock.wait_time_ms")),
+                            int(cfg.get("hoodie.write.lock.storage.validity.timeout.secs")),
+                            int(cfg.get("hoodie.write.lock.storage.renew.interval.secs")))
 
-    def lock(self, **kwargs) -> TableLock:
-        """Java Hudi's file-system table lock (``timeline/lock.py``); ``kwargs`` (``wait_ms``, ...) override.
-        Refused on an object store: a lock file created exclusively and judged by its mtime is not a
-        lock there; Hudi's storage-based lock (RFC-91, docs/storage.md) comes with issue #28, and
-        until then nothing that changes a table runs on one (every change takes this lock first)."""
+    def lock(self, **kwargs) -> TableLock | StorageLock:
+        """The table lock; ``kwargs`` (``wait_ms``, ...) override.  On local files, Java Hudi's
+        file-system lock (``timeline/lock.py``); on S3 (``s3://``, ``s3a://``), Hudi's storage-based lock
+        (RFC-91, ``timeline/storage_lock.py``), which a Java writer with ``StorageBasedLockProvider``
+        honours too.  Other object stores (GCS, Azure) are refused: their conditional updates are
+        untested here, and every change takes this lock first, so nothing changes a table there."""
         if "://" in self.base_path:          # normalize_path keeps only object-store URLs as URLs
-            from tablesvc.errors import InvalidInputError
+            scheme = self.base_path.split("://", 1)[0].lower()
+            if scheme not in ("s3", "s3a"):
+                raise InvalidInputError(f"{self.base_path}: changing a table on {scheme}:// needs the storage-based "
+                                        "table lock, which tablesvc has tested on S3 only (reads only; "
+                                        "docs/storage.md)")
+            s = self.lock_settings
+            try:
+                check_timings(s.storage_validity_s, s.storage_renew_s)
+            except ValueError as e:
+                from tablesvc.errors import ConfigError
 
-            raise InvalidInputError(f"{self.base_path}: changing a table on an object store needs the storage-based "
-                                    "table lock, which tablesvc does not have yet (reads only; docs/storage.md)")
+                raise ConfigError(str(e)) from None
+            kwargs.setdefault("wait_ms", s.wait_ms)
+            kwargs.setdefault("validity_ms", s.storage_validity_s * 1000)
+            kwargs.setdefault("renew_ms", s.storage_renew_s * 1000)
+            return StorageLock(self.storage, self.base_path, self.clock, **kwargs)
         return TableLock.of(self.storage, self.base_path, self.lock_settings, self.clock, **kwargs)
 
     @cached_property

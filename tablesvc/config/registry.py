@@ -173,6 +173,13 @@ _KEYS = [
               "Folder of the table lock file `lock` (absolute; empty: <table>/.hoodie), as Java writers set it."),
     ConfigKey("hoodie.write.lock.filesystem.expire", 0, _parse_int(0),
               "Minutes after which a Java writer's lock file counts as abandoned (by its mtime); 0: never."),
+    # The table lock on an object store is Hudi's storage-based lock (timeline/storage_lock.py, RFC-91);
+    # tablesvc's defaults are shorter than Java's (300 and 30): its holds last milliseconds to seconds.
+    ConfigKey("hoodie.write.lock.storage.validity.timeout.secs", 20, _parse_int(10),
+              "Object stores: how long the table lock object stays valid unless renewed (validUntil = now + this); "
+              "a killed holder blocks others this long at most. At least 10 x the renew interval."),
+    ConfigKey("hoodie.write.lock.storage.renew.interval.secs", 2, _parse_int(1),
+              "Object stores: how often a holder renews the table lock object's validity."),
 ]
 
 # Keys every process on a table must agree on: only the table's .hoodie/tablesvc.yaml sets them

@@ -138,6 +138,16 @@ class LocalStorage:
             raise
         self._fsync_dir(os.path.dirname(path))
 
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        raise NotImplementedError(f"read_versioned {path}: local files have no version to compare and swap on")
+
+    def write_if(self, path: str, data: bytes, expected_version: str | None) -> str:
+        """Not on local files: POSIX has no atomic compare-and-replace of a file's content (a check
+        and a rename are two steps another process can come between), and nothing needs one there:
+        the table lock on local files is Java's file-system lock (``timeline/lock.py``)."""
+        raise NotImplementedError(f"write_if {path}: local files have no conditional replace; "
+                                  "the table lock on them is the file-system lock (timeline/lock.py)")
+
     def list_dir(self, path: str) -> list[FileInfo]:
         path = _strip_scheme(path)
         try:

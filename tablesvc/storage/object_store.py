@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import BinaryIO, Callable, Iterable, Mapping
 
-from timeline.errors import StorageError
+from timeline.errors import StorageError, VersionConflictError
 from timeline.storage import FileInfo
 
 # URL schemes -> the obstore store family
@@ -358,6 +358,51 @@ class ObjectStorage:
             obstore.put(store, target.key, bytes(data), mode="overwrite", use_multipart=False)
         except Exception as e:
             raise _mapped(e, "replace", path) from None
+
+    # -- conditional updates (the storage-based table lock, timeline/storage_lock.py) -------------------
+    def read_versioned(self, path: str) -> tuple[bytes, str]:
+        """The body and its ETag, from one GET (the ETag is that of the body returned)."""
+        import obstore
+
+        store, target = self._locate(path, "read")
+        try:
+            result = obstore.get(store, target.key)
+            body = bytes(result.bytes())
+            version = result.meta.get("e_tag")
+        except Exception as e:
+            raise _mapped(e, "read", path) from None
+        if not version:
+            raise StorageError(f"read {path}: the object store returned no ETag, which conditional updates need")
+        return body, version
+
+    def write_if(self, path: str, data: bytes, expected_version: str | None) -> str:
+        """One single-part PUT with ``If-None-Match: *`` (``expected_version`` None) or ``If-Match:
+        <ETag>``, carrying a per-write token in user metadata.  A 412 (or S3's 404 for If-Match on a
+        missing key) is ``VersionConflictError`` unless the object there carries our token (a retried
+        PUT of ours that had succeeded).  Returns the new ETag."""
+        import obstore
+        from obstore import exceptions as ox
+
+        store, target = self._locate(path, "conditional write")
+        token = uuid.uuid4().hex
+        mode = "create" if expected_version is None else {"e_tag": expected_version}
+        try:
+            result = obstore.put(store, target.key, bytes(data), mode=mode, use_multipart=False,
+                                 attributes={WRITER_ATTRIBUTE: token})
+            return result["e_tag"]
+        except (ox.AlreadyExistsError, ox.PreconditionError, FileNotFoundError, ox.NotFoundError):
+            pass
+        except Exception as e:
+            raise _mapped(e, "conditional write", path) from None
+        try:
+            current = obstore.get(store, target.key)
+            if current.attributes.get(WRITER_ATTRIBUTE) == token:
+                return current.meta["e_tag"]
+        except Exception:
+            pass
+        expected = "absent" if expected_version is None else f"at version {expected_version}"
+        raise VersionConflictError(f"conditional write {path}: lost, the object is no longer {expected} "
+                                   "(someone else wrote it first)")
 
     def discard_partial(self, folder: str, names: Iterable[str]) -> list[str]:
         """Nothing: every object is written by a single PUT, which leaves nothing when it fails."""

@@ -317,9 +317,9 @@ def test_hudi_rs_reads_a_table_copied_to_s3_as_it_reads_it_locally(s3_endpoint, 
 
 
 @pytest.mark.s3
-def test_a_table_on_s3_is_read_but_not_changed_until_the_storage_lock_exists(s3_endpoint):
+def test_a_table_on_s3_is_read_and_locked_with_the_storage_lock(s3_endpoint):
     from tablesvc.api import Table
-    from tablesvc.errors import InvalidInputError
+    from timeline.storage_lock import StorageLock
 
     local = TABLES_DIR / "v6_complexkeygen_hivestyle"
     root = s3_endpoint.url("tables", uuid.uuid4().hex, local.name)
@@ -331,6 +331,6 @@ def test_a_table_on_s3_is_read_but_not_changed_until_the_storage_lock_exists(s3_
     table = Table.open(root, storage=storage)
     local_table = Table.open(str(local))
     assert table.timeline().instants == local_table.timeline().instants and table.timeline().instants
-    with pytest.raises(InvalidInputError, match="storage-based table lock"):
-        table.lock()
+    with table.lock() as lock:   # Hudi's storage-based lock (tests/unit/test_storage_lock.py), not the file lock
+        assert isinstance(lock, StorageLock)
     assert sorted(storage.list_names(f"{root}/.hoodie")) == before
