@@ -129,3 +129,23 @@ if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "--port-file":
         sys.exit("usage: s3_server.py --port-file FILE")
     _serve(sys.argv[2])
+
+
+def copy_table_to_s3(server: "S3Server", name: str, folder: str = "tables"):
+    """A carried fixture table (``tests/data/hudi/tables/<name>``) copied file by file to a fresh
+    prefix of the server's bucket: ``(storage, url)`` of the copy."""
+    import uuid
+
+    from fixture_tables import TABLES_DIR
+    from tablesvc.storage import storage_for
+
+    local = TABLES_DIR / name
+    root = server.url(folder, uuid.uuid4().hex, name)
+    storage = storage_for(root, server.options())
+    copied = 0
+    for path in sorted(local.rglob("*")):
+        if path.is_file():
+            storage.write_new(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
+            copied += 1
+    assert copied > 5, f"{local}: only {copied} files"
+    return storage, root

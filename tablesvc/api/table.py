@@ -38,9 +38,12 @@ class Table:
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str, storage: Storage | None = None, clock: Clock | None = None) -> "Table":
+    def open(cls, path: str, storage: Storage | None = None, clock: Clock | None = None,
+             options: Mapping[str, str] | None = None) -> "Table":
+        """``options``: object-store settings for ``storage_for`` (obstore's or Hadoop S3A's key names,
+        docs/storage.md), used when no ``storage`` is given; other keys are ignored."""
         base = normalize_path(path)
-        storage = storage or storage_for(base)
+        storage = storage or storage_for(base, options)
         if not storage.exists(base):
             raise NotATableError(f"{base}: no such folder")
         if not storage.stat(base).is_dir:
@@ -50,9 +53,9 @@ class Table:
 
     @classmethod
     def create(cls, path: str, spec: TableSpec, storage: Storage | None = None,
-               clock: Clock | None = None) -> "Table":
+               clock: Clock | None = None, options: Mapping[str, str] | None = None) -> "Table":
         base = normalize_path(path)
-        storage = storage or storage_for(base)
+        storage = storage or storage_for(base, options)
         prepare = None
         if spec.metadata_table:       # built before hoodie.properties exists (metadata/bootstrap.py)
             from tablesvc.metadata.bootstrap import with_metadata_table

@@ -39,10 +39,13 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
+    from tablesvc.api.table import normalize_path
+    from tablesvc.storage import join, storage_for
 
-    if os.path.isdir(args.path) and os.listdir(args.path) and not os.path.isdir(os.path.join(args.path, ".hoodie")):
-        raise InvalidInputError(f"{os.path.abspath(args.path)} exists and is not empty; choose a new folder")
+    base = normalize_path(args.path)
+    storage = storage_for(base, args.storage_options)   # local, or an object store (s3://, s3a://)
+    if storage.list_dir(base) and not storage.exists(join(base, ".hoodie")):
+        raise InvalidInputError(f"{base} exists and is not empty; choose a new folder")
     cfg = args.service_config
     metadata_table = bool(cfg.get(METADATA_ENABLE))      # default true, as Java's writers
     spec = TableSpec(name=args.name, record_key_fields=_fields(args.record_key),
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                      merge_mode=MergeMode(args.merge_mode) if args.merge_mode else None,
                      num_buckets=args.buckets, metadata_table=metadata_table,
                      metadata_column_stats=bool(cfg.get(COLUMN_STATS_ENABLE)))
-    table = Table.create(args.path, spec)
+    table = Table.create(base, spec, storage=storage)
     if args.json:
         print_json(table.config.summary() | {"path": table.base_path})
     else:

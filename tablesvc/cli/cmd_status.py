@@ -26,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_failures < 1:
         raise InvalidInputError(f"--max-failures must be at least 1 (got {args.max_failures})")
-    status = table_status(Table.open(args.path), args.service_config, args.max_failures)
+    table = Table.open(args.path, options=args.storage_options)
+    status = table_status(table, args.service_config, args.max_failures)
     if args.json:
         print_json(status)
         return 0

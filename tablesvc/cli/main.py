@@ -23,7 +23,8 @@ from tablesvc.config import load_config
 from tablesvc.config.unknown_keys import misspelled_key_warnings
 from tablesvc.errors import InvalidInputError, TablesvcError
 from tablesvc.spark.progress import progress_lines
-from tablesvc.storage import LocalStorage
+from tablesvc.api.table import normalize_path
+from tablesvc.storage import LocalStorage, join, storage_for
 
 COMMANDS = (cmd_init, cmd_timeline, cmd_fsview, cmd_write, cmd_read, cmd_compaction, cmd_logcompaction, cmd_clean,
             cmd_rollback, cmd_run, cmd_status, cmd_retry)
@@ -65,10 +66,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 2
     try:
         _refuse_empty_values(args)
+        # Object-store settings (fs.s3a.*, ...) from --config and --conf open the table's storage;
+        # every command hands args.storage_options to Table.open / Table.create.
+        args.storage_options = load_config(LocalStorage(), conf_pairs=args.conf,
+                                           config_file=args.config).storage_options()
         table_path = getattr(args, "path", None)
-        if table_path and not os.path.isdir(os.path.join(table_path, ".hoodie")):
+        storage = storage_for(table_path, args.storage_options) if table_path else LocalStorage()
+        if table_path and "://" in table_path and not table_path.startswith("file://"):
+            table_path = normalize_path(table_path)
+            if not storage.exists(join(table_path, ".hoodie")):
+                table_path = None
+        elif table_path and not os.path.isdir(os.path.join(table_path, ".hoodie")):
             table_path = None  # not a table (yet): the command reports that itself
-        args.service_config = load_config(LocalStorage(), conf_pairs=args.conf, config_file=args.config,
+        args.service_config = load_config(storage, conf_pairs=args.conf, config_file=args.config,
                                           table_path=table_path)
         # A key that looks like a misspelling of one tablesvc reads: one line each, then on as before.
         for warning in misspelled_key_warnings(args.service_config.sources, ("--conf", args.config or "--config")):

@@ -72,7 +72,7 @@ def add_plan_command(sub: argparse._SubParsersAction, common: argparse.ArgumentP
 
 def open_table(args: argparse.Namespace) -> tuple[Table, ServiceConfig]:
     """The table and its config (defaults < table yaml < --config < --conf)."""
-    table = Table.open(args.path)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     config = load_config(table.storage, conf_pairs=getattr(args, "conf", None) or (),
                          config_file=getattr(args, "config", None), table_path=table.base_path)
     return table, config

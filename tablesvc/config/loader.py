@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from tablesvc.config.registry import REGISTRY, TABLE_WIDE_KEYS
+from tablesvc.config.registry import REGISTRY, TABLE_WIDE_KEYS, is_storage_key
 from tablesvc.errors import ConfigError
 from timeline.storage import Storage, join
 
@@ -72,6 +72,17 @@ class ServiceConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.values)
+
+    def storage_options(self) -> dict[str, str]:
+        """The object-store settings a layer set (``registry.is_storage_key``: ``fs.s3a.*``,
+        ``tablesvc.storage.*``, object_store's own names), as strings, for ``storage_for``.
+        Defaults are left out: what no layer sets comes from the environment."""
+        out = {}
+        for key, where in self.sources.items():
+            value = self.values.get(key)
+            if where != "default" and is_storage_key(key) and value is not None and value != "":
+                out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
 
     def describe_source(self, key: str) -> str:
         """``source(key)`` as messages say it: ``the default``, ``--conf``, ``--config FILE`` or

@@ -46,6 +46,10 @@ def _parse_float(minimum: float | None = None) -> Callable[[str, str], float]:
     return _parse_number(float, minimum)
 
 
+def _parse_text(key: str, raw: str) -> str:
+    return str(raw).strip()
+
+
 def _parse_choice(*choices: str) -> Callable[[str, str], str]:
     def parse(key: str, raw: str) -> str:
         v = str(raw).strip().upper()
@@ -180,6 +184,22 @@ _KEYS = [
               "a killed holder blocks others this long at most. At least 10 x the renew interval."),
     ConfigKey("hoodie.write.lock.storage.renew.interval.secs", 2, _parse_int(1),
               "Object stores: how often a holder renews the table lock object's validity."),
+    # Object-store settings (docs/storage.md): Hadoop S3A's names, as Java Hudi users set them, and
+    # tablesvc's retry bounds. Only values a layer sets reach the storage (STORAGE_KEY_PREFIXES);
+    # credentials are never printed and never written anywhere by tablesvc.
+    ConfigKey("fs.s3a.endpoint", "", _parse_text, "S3 endpoint URL (a bare host:port gets https://)."),
+    ConfigKey("fs.s3a.endpoint.region", "", _parse_text, "S3 region."),
+    ConfigKey("fs.s3a.access.key", "", _parse_text, "S3 access key id (a credential: give it by --conf or the "
+                                                     "environment, not in the table's files)."),
+    ConfigKey("fs.s3a.secret.key", "", _parse_text, "S3 secret access key (a credential)."),
+    ConfigKey("fs.s3a.session.token", "", _parse_text, "S3 session token (a credential)."),
+    ConfigKey("fs.s3a.path.style.access", False, _parse_bool, "true: path-style requests (http://host/bucket/key)."),
+    ConfigKey("fs.s3a.connection.ssl.enabled", True, _parse_bool,
+              "false: plain HTTP to the endpoint (a bare host:port gets http://)."),
+    ConfigKey("tablesvc.storage.retry.timeout.ms", 180_000, _parse_int(0),
+              "Object stores: how long a failing request is retried in all (obstore's default 3 minutes)."),
+    ConfigKey("tablesvc.storage.max.retries", 10, _parse_int(0),
+              "Object stores: how many times a failing request is retried (obstore's default 10)."),
 ]
 
 # Keys every process on a table must agree on: only the table's .hoodie/tablesvc.yaml sets them
@@ -187,3 +207,14 @@ _KEYS = [
 TABLE_WIDE_KEYS = ("hoodie.write.lock.filesystem.path", "hoodie.write.lock.filesystem.expire")
 
 REGISTRY: dict[str, ConfigKey] = {k.key: k for k in _KEYS}
+
+# Keys handed to the table's storage (``storage_for(path, options)``) when a layer sets them: Hadoop
+# S3A's (also with ``spark.hadoop.``), tablesvc's ``tablesvc.storage.*``, and object_store's own
+# names (``aws_endpoint_url``, ``AWS_ACCESS_KEY_ID``, ``google_*``, ``azure_*``: no dot).
+STORAGE_KEY_PREFIXES = ("fs.s3a.", "spark.hadoop.fs.s3a.", "tablesvc.storage.")
+OBJECT_STORE_NAME_PREFIXES = ("aws_", "google_", "azure_")
+
+
+def is_storage_key(key: str) -> bool:
+    return key.startswith(STORAGE_KEY_PREFIXES) or ("." not in key
+                                                   and key.lower().startswith(OBJECT_STORE_NAME_PREFIXES))

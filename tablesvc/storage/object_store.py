@@ -85,10 +85,12 @@ def normalize_options(options: Mapping[str, str] | None) -> dict[str, str]:
         elif key.startswith("fs.s3a."):
             if key in _S3A_KEYS:
                 out[_S3A_KEYS[key]] = value
+                if key == "fs.s3a.endpoint" and value.lower().startswith("http://"):
+                    ssl_off = True      # S3A takes the endpoint's scheme as given
             elif key == "fs.s3a.path.style.access":
                 out["virtual_hosted_style_request"] = "false" if value.lower() == "true" else "true"
             elif key == "fs.s3a.connection.ssl.enabled":
-                ssl_off = value.lower() == "false"
+                ssl_off = ssl_off or value.lower() == "false"
         elif "." not in key:
             low = key.lower()
             low = _S3_ALIASES.get(low, low)

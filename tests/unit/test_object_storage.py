@@ -16,6 +16,7 @@ import uuid
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from s3_server import copy_table_to_s3
 
 from fixture_tables import TABLES_DIR
 from oracles.hudi_rs import read_table
@@ -297,14 +298,7 @@ def _boto_credentials() -> dict[str, str]:
 @pytest.mark.parametrize("name", ["v8_trips_8i3u1d", "v6_complexkeygen_hivestyle"])
 def test_hudi_rs_reads_a_table_copied_to_s3_as_it_reads_it_locally(s3_endpoint, name):
     local = TABLES_DIR / name
-    root = s3_endpoint.url("tables", uuid.uuid4().hex, name)
-    storage = storage_for(root, s3_endpoint.options())
-    copied = 0
-    for path in sorted(local.rglob("*")):
-        if path.is_file():
-            storage.write_new(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
-            copied += 1
-    assert copied > 5
+    _, root = copy_table_to_s3(s3_endpoint, name)
     expected = read_table(local)
     assert expected is not None and expected.num_rows > 0
     got = read_table(root, storage_options=s3_endpoint.options())
@@ -322,11 +316,7 @@ def test_a_table_on_s3_is_read_and_locked_with_the_storage_lock(s3_endpoint):
     from timeline.storage_lock import StorageLock
 
     local = TABLES_DIR / "v6_complexkeygen_hivestyle"
-    root = s3_endpoint.url("tables", uuid.uuid4().hex, local.name)
-    storage = storage_for(root, s3_endpoint.options())
-    for path in sorted(local.rglob("*")):
-        if path.is_file():
-            storage.write_new(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
+    storage, root = copy_table_to_s3(s3_endpoint, local.name)
     before = sorted(storage.list_names(f"{root}/.hoodie"))
     table = Table.open(root, storage=storage)
     local_table = Table.open(str(local))

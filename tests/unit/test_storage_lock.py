@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from s3_server import copy_table_to_s3
 
 from timeline.clock import ManualClock
 from timeline.errors import LockHeldError, VersionConflictError
@@ -245,16 +246,7 @@ def test_several_spawned_processes_hold_it_one_at_a_time(s3, s3_endpoint, tmp_pa
 
 # -- Table.lock() on S3 --------------------------------------------------------------------------------
 def _copy_fixture(s3_endpoint, name: str):
-    from fixture_tables import TABLES_DIR
-    from tablesvc.storage import storage_for
-
-    local = TABLES_DIR / name
-    root = s3_endpoint.url("tables", uuid.uuid4().hex, name)
-    storage = storage_for(root, s3_endpoint.options())
-    for path in sorted(local.rglob("*")):
-        if path.is_file():
-            storage.write_new(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
-    return storage, root
+    return copy_table_to_s3(s3_endpoint, name)
 
 
 def test_table_lock_on_s3_is_the_storage_lock_and_other_schemes_are_refused(s3_endpoint):
