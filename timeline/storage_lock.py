@@ -14,7 +14,11 @@ writer using that provider and tablesvc exclude each other (docs/storage.md, "Th
 * **Renew**: a daemon thread rewrites ``validUntil = now + validity`` with ``If-Match`` every renew
   interval.  If that write loses and the object is no longer ours, the lock is **lost**: ``lost``
   turns true, ``ensure_held()`` raises, and release leaves the object alone.
-* **Release**: write ``expired: true`` (``validUntil`` unchanged) with ``If-Match``; the object is
+* **Fence**: ``ensure_held()`` (called by ``TimelineWriter`` before it writes a requested or a
+  completed instant file) also raises once ``now >= validUntil - validity/5`` by our clock; each
+  lock call is bounded to validity/5 (``ObjectStorage.with_call_bound``), as in Java.
+* **Release**: wait for the renewer at most one renew interval, then write ``expired: true``
+  (``validUntil`` unchanged) with ``If-Match``; the object is
   never deleted (S3 has no conditional delete), as in Java.
 
 Every time decision asks the injected ``Clock``.  A holder that dies leaves a valid lock, which
@@ -105,7 +109,11 @@ class StorageLock:
                  wait_ms: int = 30_000, validity_ms: int = DEFAULT_VALIDITY_S * 1000,
                  renew_ms: int = DEFAULT_RENEW_S * 1000, owner: str | None = None,
                  sleep: Callable[[float], None] | None = None):
-        self._storage = storage
+        # each lock call bounded to a fifth of the validity, as in Java, so a call stuck in the store's
+        # own timeouts and retries (obstore: 30 s a request, 180 s of retries) cannot outlast the lock:
+        # a store that can bound its calls (``ObjectStorage.with_call_bound``) gives a client for that
+        bound = getattr(type(storage), "with_call_bound", None)
+        self._storage = bound(storage, max(validity_ms // 5, 1)) if bound is not None else storage
         self._path = lock_object_path(base_path)
         self._clock = clock or SystemClock()
         self._wait_ms = wait_ms
@@ -142,13 +150,30 @@ class StorageLock:
         """True once a renewal found the lock taken by someone else while we held it."""
         return self._lost_to is not None
 
+    @property
+    def fence_margin_ms(self) -> int:
+        """How long before ``validUntil`` (by this holder's clock) ``ensure_held`` stops vouching for
+        the lock: a fifth of the validity, the time Java allows one storage call of the lock
+        (``StorageBasedLockProvider``), so the commit write that follows the check has that long to land."""
+        return self._validity_ms // 5
+
     def ensure_held(self) -> None:
-        """Raise ``LockHeldError`` if the lock was lost (a fence check before a commit)."""
-        if self._lost_to is not None:
-            raise LockHeldError(f"table lock {self._path} was lost to {self._lost_to} while {self._owner} held it "
+        """Raise ``LockHeldError`` unless the lock is held and still valid by this holder's clock with
+        ``fence_margin_ms`` to spare (a fence check right before a commit's write; Java's
+        ``actuallyHoldsLock``): lost to a renewal conflict, released, or renewals failing for so long
+        that ``validUntil`` is near or past, when another writer may take it over."""
+        with self._state:
+            held, lost_to, data = self._held, self._lost_to, self._data
+        if lost_to is not None:
+            raise LockHeldError(f"table lock {self._path} was lost to {lost_to} while {self._owner} held it "
                                 "(a renewal failed for longer than its validity); retry")
-        if not self._held:
+        if not held or data is None:
             raise LockHeldError(f"table lock {self._path} is not held by {self._owner}")
+        now = self._clock.now_ms()
+        if now >= data.valid_until_ms - self.fence_margin_ms:
+            raise LockHeldError(f"table lock {self._path}: {self._owner}'s hold is valid until {data.valid_until_ms} ms "
+                                f"and it is {now} ms: less than its {self.fence_margin_ms} ms fence margin remains (renewals "
+                                "failed or were late); another writer may take it over, so nothing is committed; retry")
 
     def _read(self) -> tuple[StorageLockData | None, str | None, bool]:
         """(data, version, present)."""
@@ -213,24 +238,37 @@ class StorageLock:
 
     def renew(self) -> bool:
         """Extend ``validUntil`` to now + validity with ``If-Match``; False once the lock is not held
-        (released, or lost: someone else's object is there)."""
+        (released, or lost: someone else's object is there).  The storage calls run outside
+        ``_state``, so a stuck call never blocks ``release``/``ensure_held``; a release meanwhile
+        wins (its If-Match expire, or its re-read after our write moved the ETag)."""
         with self._state:
             if not self._held:
                 return False
-            mine = StorageLockData(False, self._clock.now_ms() + self._validity_ms, self._owner)
-            try:
-                self._version = self._storage.write_if(self._path, mine.to_json(), self._version)
-                self._data = mine
-                return True
-            except VersionConflictError:
-                pass
-            except StorageError:
-                if self._data is not None and not self._data.valid_at(self._clock.now_ms()):
+            version, data = self._version, self._data
+        mine = StorageLockData(False, self._clock.now_ms() + self._validity_ms, self._owner)
+        try:
+            new_version = self._storage.write_if(self._path, mine.to_json(), version)
+        except VersionConflictError:
+            pass
+        except StorageError:
+            with self._state:
+                if not self._held:
+                    return False
+                if data is not None and not data.valid_at(self._clock.now_ms()):
                     self._mark_lost("nobody (the lock's validity passed while renewals failed)")
                     return False
-                return True   # a transient failure: the next beat retries
-            # the ETag moved: ours still (a retried renewal), or taken over
-            current, version, _ = self._read()
+            return True   # a transient failure: the next beat retries
+        else:
+            with self._state:
+                if not self._held:
+                    return False
+                self._version, self._data = new_version, mine
+                return True
+        # the ETag moved: ours still (a retried renewal), or taken over
+        current, version, _ = self._read()
+        with self._state:
+            if not self._held:
+                return False
             if current is not None and current.owner == self._owner and not current.expired:
                 self._version, self._data = version, current
                 return True
@@ -248,7 +286,9 @@ class StorageLock:
         self._stop.set()
         renewer, self._renewer = self._renewer, None
         if renewer is not None and renewer is not threading.current_thread():
-            renewer.join()
+            # at most one renew interval: a renewal stuck in a storage call must not hang release (and
+            # the CLI's exit); the conditional expire below is safe against it (If-Match on our ETag)
+            renewer.join(timeout=max(self._renew_ms / 1000, 0.1))
         with self._state:
             if not self._held or self._data is None:
                 return
@@ -276,5 +316,9 @@ class StorageLock:
     def __enter__(self) -> "StorageLock":
         return self.acquire()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.release()
+        if exc_type is None and self._lost_to is not None:
+            # the work under the lock ran (partly) unprotected: say so, exit 3, rather than exit 0
+            raise LockHeldError(f"table lock {self._path} was lost to {self._lost_to} while {self._owner} held it; "
+                                "what ran under it may have overlapped another writer; check the timeline and retry")

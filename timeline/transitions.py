@@ -55,6 +55,16 @@ def check_transition(instant_ts: str, action: Action, current: State | None, tar
             f"instant {instant_ts} ({action.value}): illegal transition {now} -> {target.value}")
 
 
+def _fence(held) -> None:
+    """The fence before a requested or completed instant file is written under the table lock: a lock
+    that can tell it is no longer safely held (``StorageLock.ensure_held``: lost, or too near its
+    ``validUntil``) raises ``LockHeldError`` (exit 3) here, before the file becomes visible.  The
+    file-system ``TableLock`` has no such check (no expiry while its holder lives)."""
+    check = getattr(held, "ensure_held", None)
+    if check is not None:
+        check()
+
+
 class TimelineWriter:
     """Moves instants of one table through their states."""
 
@@ -116,8 +126,8 @@ class TimelineWriter:
         there, so no other process ever sees its instant without one (and takes it for a
         failed write to roll back).
         """
-        with self.lock():
-            return self._create(self.load(), action, payload, timestamp, before_create)
+        with self.lock() as held:
+            return self._create(self.load(), action, payload, timestamp, before_create, held=held)
 
     def request_built(self, action: Action, build: Callable[[Timeline], bytes | None],
                       timestamp: str | None = None, *, ahead_ms: int = 0) -> Instant | None:
@@ -125,14 +135,14 @@ class TimelineWriter:
         hold, so a plan cannot miss an instant completed between listing and creating it.
         ``build`` returning None creates nothing (returns None).  The time is generated once the
         payload is built, ``ahead_ms`` ahead of the clock at least (``InstantTimeGenerator.next``)."""
-        with self.lock():
+        with self.lock() as held:
             timeline = self.load()
             payload = build(timeline)
             return None if payload is None else self._create(timeline, action, payload, timestamp,
-                                                              ahead_ms=ahead_ms)
+                                                              ahead_ms=ahead_ms, held=held)
 
     def _create(self, timeline: Timeline, action: Action, payload: bytes, timestamp: str | None,
-                before_create: Callable[[str], None] | None = None, ahead_ms: int = 0) -> Instant:
+                before_create: Callable[[str], None] | None = None, ahead_ms: int = 0, held=None) -> Instant:
         latest = timeline.max_time()
         if timestamp is None:
             timestamp = self.generator.next(after=latest, ahead_ms=ahead_ms)
@@ -145,6 +155,7 @@ class TimelineWriter:
         instant = Instant(timestamp, action, first)
         if before_create is not None:
             before_create(timestamp)
+        _fence(held)
         self._write(timeline, instant, payload)
         return instant
 
@@ -173,9 +184,10 @@ class TimelineWriter:
         commit (a conflict found after the work was done).  Layout 2 takes a completion
         time greater than every time on the timeline.
         """
-        with self.lock():
+        with self.lock() as held:
             if precheck is None and self.layout is TimelineLayout.V1 and self._only_inflight_v1(instant):
                 done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED)
+                _fence(held)
                 self._write_new(done, payload)
                 return done
             if precheck is None and self.layout is TimelineLayout.V2:
@@ -183,6 +195,7 @@ class TimelineWriter:
                 if after is not None:
                     done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED,
                                    self.generator.next(after=after))
+                    _fence(held)
                     self._write_new(done, payload)
                     return done
             # Layout 2 needs the folder: the instant's completed file, if another process wrote
@@ -198,6 +211,7 @@ class TimelineWriter:
             if self.layout is TimelineLayout.V2:
                 completion = self.generator.next(after=timeline.max_time())
             done = Instant(instant.timestamp, instant.action.completed_action, State.COMPLETED, completion)
+            _fence(held)
             self._write(timeline, done, payload)
             return done
 

@@ -88,7 +88,10 @@ def normalize_options(options: Mapping[str, str] | None) -> dict[str, str]:
                 if key == "fs.s3a.endpoint" and value.lower().startswith("http://"):
                     ssl_off = True      # S3A takes the endpoint's scheme as given
             elif key == "fs.s3a.path.style.access":
-                out["virtual_hosted_style_request"] = "false" if value.lower() == "true" else "true"
+                # only "true" is mapped: object_store's virtual-hosted mode takes an explicit endpoint as the
+                # bucket's own URL (dropping the bucket name); its default (path style) is right for AWS and moto
+                if value.lower() == "true":
+                    out["virtual_hosted_style_request"] = "false"
             elif key == "fs.s3a.connection.ssl.enabled":
                 ssl_off = ssl_off or value.lower() == "false"
         elif "." not in key:
@@ -426,7 +429,7 @@ class ObjectStorage:
         base = path.rstrip("/")
         out = [FileInfo(p.rsplit("/", 1)[-1], f"{base}/{p.rsplit('/', 1)[-1]}", 0, 0, True)
                for p in result["common_prefixes"]]
-        for meta in result["objects"]:
+        for meta in self._files(target, result):
             name = meta["path"].rsplit("/", 1)[-1]
             out.append(FileInfo(name, f"{base}/{name}", int(meta["size"]),
                                 int(meta["last_modified"].timestamp() * 1000), False))
@@ -434,8 +437,16 @@ class ObjectStorage:
         return out
 
     def list_names(self, path: str) -> list[str]:
-        _, result = self._list_with_delimiter(path, "list")
-        return sorted(meta["path"].rsplit("/", 1)[-1] for meta in result["objects"])
+        target, result = self._list_with_delimiter(path, "list")
+        return sorted(meta["path"].rsplit("/", 1)[-1] for meta in self._files(target, result))
+
+    @staticmethod
+    def _files(target: ObjectPath, result) -> list:
+        """The listed objects that are files: object_store reports a directory marker ``a/b/`` (as S3A's
+        mkdirs writes) as ``a/b``, so the listed folder's own marker and sub-folder markers are left out."""
+        own = target.key.rstrip("/")
+        folders = set(result["common_prefixes"])
+        return [meta for meta in result["objects"] if meta["path"] != own and meta["path"] not in folders]
 
     def _is_prefix(self, store, key: str, url: str, op: str) -> bool:
         import obstore
@@ -503,3 +514,16 @@ class ObjectStorage:
 
     def makedirs(self, path: str) -> None:
         """Nothing: object stores have no folders (a folder is a key prefix)."""
+
+    def with_call_bound(self, bound_ms: int) -> "ObjectStorage":
+        """The same store with each call bounded to about ``bound_ms``: obstore's per-request
+        ``timeout`` and its ``tablesvc.storage.retry.timeout.ms`` (both 30 s / 180 s by default) set
+        to it unless already shorter.  The storage-based table lock uses it, as Java caps each lock
+        call at a fifth of the validity, so no lock call outlasts the lock (a separate client)."""
+        options = dict(self._options)
+        retry = options.get(RETRY_TIMEOUT_KEY)
+        if retry is None or int(retry) > bound_ms:
+            options[RETRY_TIMEOUT_KEY] = str(bound_ms)
+        if "timeout" not in options:          # a user's own timeout (a duration string) is kept
+            options["timeout"] = f"{bound_ms}ms"
+        return ObjectStorage(options)

@@ -156,3 +156,51 @@ def test_an_unsupported_scheme_is_exit_2(capsys):
         rc, out, err = run(capsys, *argv)
         assert rc == 2, err
         assert len(err.strip().splitlines()) == 1 and "unsupported scheme" in err
+
+
+def _all_keys(s3_endpoint, root: str) -> list[tuple[str, str]]:
+    import boto3
+    from s3_server import ACCESS_KEY, REGION, SECRET_KEY
+
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint.endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
+                      aws_secret_access_key=SECRET_KEY)
+    prefix = root.split("/", 3)[3] + "/"
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=s3_endpoint.bucket, Prefix=prefix)
+    return sorted((o["Key"], o["ETag"]) for page in pages for o in page.get("Contents", []))
+
+
+@pytest.mark.parametrize("command", [("read",), ("compaction", "run"), ("logcompaction", "run"), ("write",),
+                                     ("run",)])
+def test_spark_commands_on_s3_are_refused_before_spark_starts_or_the_table_changes(s3_endpoint, capsys, monkeypatch,
+                                                                                    command):
+    import tablesvc.spark.session as session
+
+    def no_spark(*_a, **_k):
+        raise AssertionError("Spark was started")
+    monkeypatch.setattr(session, "get_spark", no_spark)
+    root = copy_fixture(s3_endpoint)
+    before = _all_keys(s3_endpoint, root)
+    extra = ("--input", "/nonexistent.parquet") if command == ("write",) else ()
+    rc, out, err = run(capsys, *command, root, *extra, *s3a_conf(s3_endpoint))
+    assert rc == 2, (out, err)
+    assert err.count("\n") == 1 and root in err and "Spark jobs on object stores are not done yet" in err, err
+    assert _all_keys(s3_endpoint, root) == before
+
+
+def test_python_api_spark_methods_on_s3_are_refused_before_the_table_changes(s3_endpoint, monkeypatch):
+    import tablesvc.spark.session as session
+    from tablesvc.api.table import Table
+    from tablesvc.errors import InvalidInputError
+
+    def no_spark(*_a, **_k):
+        raise AssertionError("Spark was started")
+    monkeypatch.setattr(session, "get_spark", no_spark)
+    monkeypatch.setattr(session, "service_session", no_spark)
+    root = copy_fixture(s3_endpoint)
+    before = _all_keys(s3_endpoint, root)
+    table = Table.open(root, options=s3_endpoint.options())
+    for call in (lambda: table.read(), lambda: table.write(None), lambda: table.upsert(None), lambda: table.compact(),
+                 lambda: table.log_compact(), lambda: table.run_inline_services()):
+        with pytest.raises(InvalidInputError, match="Spark jobs on object stores are not done yet"):
+            call()
+    assert _all_keys(s3_endpoint, root) == before

@@ -230,6 +230,45 @@ def test_options_accept_object_store_and_hadoop_s3a_names():
         "endpoint": "http://h:1", "allow_http": "true", "region": "r", "secret_access_key": "SK"}
 
 
+@pytest.mark.s3
+def test_path_style_false_with_an_endpoint_writes_into_the_named_bucket(s3_endpoint):
+    """S3A's ``path.style.access=false`` is not mapped to object_store's virtual-hosted mode, which would
+    take the endpoint as the bucket's own URL and drop the bucket name (the object would land elsewhere)."""
+    import boto3
+
+    assert "virtual_hosted_style_request" not in normalize_options({"fs.s3a.path.style.access": "false"})
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint.endpoint, **_boto_credentials())
+    other = "other-" + uuid.uuid4().hex[:8]
+    s3.create_bucket(Bucket=other)
+    options = {"fs.s3a.endpoint": s3_endpoint.endpoint, "fs.s3a.access.key": "testing-key",
+               "fs.s3a.secret.key": "testing-secret", "fs.s3a.endpoint.region": "us-east-1",
+               "fs.s3a.path.style.access": "false"}
+    key = f"{other}/{uuid.uuid4().hex}.txt"
+    ObjectStorage(options).write_new(f"s3://{s3_endpoint.bucket}/{key}", b"hello")
+    assert s3.get_object(Bucket=s3_endpoint.bucket, Key=key)["Body"].read() == b"hello"
+    assert "Contents" not in s3.list_objects_v2(Bucket=other)
+
+
+@pytest.mark.s3
+def test_directory_markers_are_not_listed_as_files(s3_endpoint):
+    """``dir/`` marker objects (S3A's mkdirs) come back from object_store as ``dir``: neither the listed
+    folder's own marker nor a sub-folder's is a file."""
+    import boto3
+
+    root = s3_endpoint.url("markers", uuid.uuid4().hex)
+    prefix = root.split("/", 3)[3]
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint.endpoint, **_boto_credentials())
+    for k in (".hoodie/", ".hoodie/archived/", ".hoodie/hoodie.properties", "p=1/", "p=1/f 1.parquet"):
+        s3.put_object(Bucket=s3_endpoint.bucket, Key=f"{prefix}/{k}", Body=b"" if k.endswith("/") else b"x")
+    storage = storage_for(root, s3_endpoint.options())
+    assert [(f.name, f.is_dir) for f in storage.list_dir(f"{root}/.hoodie")] == [
+        ("archived", True), ("hoodie.properties", False)]
+    assert storage.list_names(f"{root}/.hoodie") == ["hoodie.properties"]
+    assert storage.list_dir(f"{root}/.hoodie/archived") == []
+    assert storage.list_names(f"{root}/p=1") == ["f 1.parquet"]
+    assert [(f.name, f.is_dir) for f in storage.list_dir(root)] == [(".hoodie", True), ("p=1", True)]
+
+
 def test_storage_for_schemes():
     for url in ("s3://b/t", "s3a://b/t", "gs://b/t", "az://c/t", "abfss://c@acct.dfs.core.windows.net/t"):
         assert isinstance(storage_for(url), ObjectStorage)

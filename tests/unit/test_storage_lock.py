@@ -322,3 +322,141 @@ def _keys(s3_endpoint, root: str) -> list[str]:
         if not page.get("IsTruncated"):
             return keys
         token = page["NextContinuationToken"]
+
+
+# -- the fence: a holder that lost the lock commits nothing ------------------------------------------------
+def test_a_holder_past_its_validity_fails_the_fence_once_another_took_the_lock(s3):
+    """No renewal, clock past validUntil + 500 ms: another writer takes the lock; the old holder's
+    ensure_held must then fail by its own clock, before any renewal has told it."""
+    storage, base = s3
+    clock = ManualClock()
+    a = StorageLock(storage, base, clock, wait_ms=0, renew_ms=0, owner="a")
+    a.acquire()
+    clock.advance(21_000)
+    b = StorageLock(storage, base, clock, wait_ms=0, renew_ms=0, owner="b")
+    b.acquire()
+    assert a.held and not a.lost                       # it has not noticed: no renewal ran
+    with pytest.raises(LockHeldError, match="valid until"):
+        a.ensure_held()
+    b.ensure_held()
+    b.release()
+
+
+def test_the_fence_fails_within_its_margin_before_valid_until(s3):
+    storage, base = s3
+    clock = ManualClock()
+    a = StorageLock(storage, base, clock, wait_ms=0, validity_ms=20_000, renew_ms=0, owner="a")
+    a.acquire()
+    until = _body(storage, base)["validUntil"]
+    assert a.fence_margin_ms == 4_000
+    clock.set(until - a.fence_margin_ms - 1)
+    a.ensure_held()
+    clock.advance(1)
+    with pytest.raises(LockHeldError, match="fence margin"):
+        a.ensure_held()
+    a.release()
+
+
+def test_leaving_a_with_block_after_the_lock_was_lost_raises(s3):
+    storage, base = s3
+    clock = ManualClock()
+    b = StorageLock(storage, base, clock, wait_ms=0, renew_ms=0, owner="b")
+    with pytest.raises(LockHeldError, match="lost to b"):
+        with StorageLock(storage, base, clock, wait_ms=0, renew_ms=0, owner="a"):
+            clock.advance(21_000)
+            b.acquire()
+    assert _body(storage, base)["owner"] == "b" and _body(storage, base)["expired"] is False
+    b.release()
+    d = StorageLock(storage, base, clock, wait_ms=0, renew_ms=0, owner="d")
+    with pytest.raises(ZeroDivisionError):              # an exception in flight is not masked
+        with StorageLock(storage, base, clock, wait_ms=0, renew_ms=0, owner="c"):
+            clock.advance(21_000)
+            d.acquire()                                 # c lost it too
+            1 / 0
+    d.release()
+
+
+class _Stalling:
+    """Storage whose renewal writes stall once ``stall`` is set (a renewal PUT stuck in retries)."""
+
+    def __init__(self, inner):
+        self.inner, self.stall = inner, 0.0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def write_if(self, *args):
+        if self.stall and threading.current_thread().name.startswith("tablesvc-lock-renew"):
+            time.sleep(self.stall)
+        return self.inner.write_if(*args)
+
+
+def test_a_stuck_renewal_neither_passes_the_fence_nor_hangs_release(s3):
+    storage, base = s3
+    stalling = _Stalling(storage)
+    a = StorageLock(stalling, base, validity_ms=1_000, renew_ms=200, wait_ms=0, owner="a")
+    a.acquire()
+    stalling.stall = 2.5
+    b = StorageLock(storage, base, validity_ms=20_000, renew_ms=0, wait_ms=5_000, owner="b")
+    b.acquire()                                         # after a's validUntil + 500 ms
+    with pytest.raises(LockHeldError):
+        a.ensure_held()
+    started = time.monotonic()
+    a.release()
+    assert time.monotonic() - started < 1.0             # not the stalled renewal's 2.5 s
+    assert _body(storage, base)["owner"] == "b" and _body(storage, base)["expired"] is False
+    time.sleep(2.6)                                     # the stalled renewal lands, loses its If-Match
+    assert _body(storage, base)["owner"] == "b" and not a.held
+    b.release()
+
+
+def _writer_under(storage, root, lock_factory):
+    from tablesvc.api import Table
+    from timeline.transitions import TimelineWriter
+
+    table = Table.open(root, storage=storage)
+    return TimelineWriter(storage, root, table.config.layout, table.instant_times, lock_factory)
+
+
+def test_a_timeline_commit_under_a_lost_storage_lock_raises_and_writes_no_instant_file(s3_endpoint):
+    from timeline.instant import Action, State
+    from timeline.active import Timeline
+
+    storage, root = _copy_fixture(s3_endpoint, "v6_complexkeygen_hivestyle")
+    clock = ManualClock()
+    writer = _writer_under(storage, root, lambda: StorageLock(storage, root, clock, wait_ms=0, renew_ms=0,
+                                                              owner="writer"))
+    thief = StorageLock(storage, root, clock, wait_ms=0, renew_ms=0, owner="thief")
+
+    def lose(*_):
+        clock.advance(21_000)                          # the writer stalled past its validity
+        thief.acquire()
+
+    layout = writer.layout
+    before = {f.file_name() for f in Timeline.load(storage, root, layout).files}
+    with pytest.raises(LockHeldError):
+        writer.request(Action.COMMIT, b"{}", before_create=lose)
+    assert {f.file_name() for f in Timeline.load(storage, root, layout).files} == before
+    thief.release()
+
+    requested = writer.request(Action.COMMIT, b"{}")
+    inflight = writer.start(requested, b"{}")
+    before = {f.file_name() for f in Timeline.load(storage, root, layout).files}
+    with pytest.raises(LockHeldError):
+        writer.complete(inflight, b"{}", precheck=lose)
+    after = Timeline.load(storage, root, layout).files
+    assert {f.file_name() for f in after} == before
+    assert not [f for f in after if f.timestamp == inflight.timestamp and f.state is State.COMPLETED]
+    thief.release()
+
+
+def test_the_locks_storage_calls_are_bounded_to_a_fifth_of_the_validity(s3):
+    from tablesvc.storage.object_store import RETRY_TIMEOUT_KEY
+
+    storage, base = s3
+    lock = StorageLock(storage, base, ManualClock(), wait_ms=0, validity_ms=20_000, renew_ms=0, owner="me")
+    options = dict(lock._storage._options)
+    assert options[RETRY_TIMEOUT_KEY] == "4000" and options["timeout"] == "4000ms"
+    assert lock.try_acquire() and _body(storage, base)["owner"] == "me"   # the bounded client works
+    lock.release()
+    assert dict(storage._options).get("timeout") is None                 # the table's own client unchanged
