@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from tablesvc.services.clean import list_cleans, run_clean
     from tablesvc.services.metrics import CleanMetrics
 
-    table = Table.open(args.path, options=args.storage_options)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     if args.verb == "list":
         rows = list_cleans(table)
         if args.json:

@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table.open(args.path, options=args.storage_options)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     table.metadata_enabled = bool(args.service_config.get("hoodie.metadata.enable"))  # --conf may switch it off
     timeline = table.timeline()
     as_of = None

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from tablesvc.storage import join, storage_for
 
     base = normalize_path(args.path)
-    storage = storage_for(base, args.storage_options)   # local, or an object store (s3://, s3a://)
+    storage = storage_for(base, getattr(args, "storage_options", None))   # local, or an object store (s3://, s3a://)
     if storage.list_dir(base) and not storage.exists(join(base, ".hoodie")):
         raise InvalidInputError(f"{base} exists and is not empty; choose a new folder")
     cfg = args.service_config

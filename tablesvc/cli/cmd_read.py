@@ -37,7 +37,7 @@ def write_output(read, output: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table.open(args.path, options=args.storage_options)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     table.metadata_enabled = bool(args.service_config.get("hoodie.metadata.enable"))  # --conf may switch it off
     as_of = None
     if args.as_of is not None:  # a bad or unreadable as-of is refused before Spark starts

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table.open(args.path, options=args.storage_options)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     leases = LeaseStore(table.storage, table.base_path, table.clock)
     try:
         known = args.job in leases.jobs()

@@ -93,7 +93,7 @@ def _progress(left: Sequence[PendingInstant], waited_ms: int, timeout_ms: int) -
 
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
-    table = Table.open(args.path, options=args.storage_options)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     config = load_config(table.storage, conf_pairs=getattr(args, "conf", None) or (),
                          config_file=getattr(args, "config", None), table_path=table.base_path)
     left: tuple[PendingInstant, ...] = ()

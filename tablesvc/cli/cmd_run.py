@@ -40,7 +40,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.max_failures < 1:
         raise InvalidInputError(f"--max-failures must be at least 1 (got {args.max_failures})")
     for path in args.paths:  # every table is checked before anything runs (exit 2)
-        table = Table.open(path, options=args.storage_options)
+        table = Table.open(path, options=getattr(args, "storage_options", None))
         config = load_config(table.storage, conf_pairs=args.conf or (), config_file=args.config,
                              table_path=table.base_path)
         dropped = drop_opted_out_partitions(table, SERVICE, config)   # the metadata table's opt-outs first

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_failures < 1:
         raise InvalidInputError(f"--max-failures must be at least 1 (got {args.max_failures})")
-    table = Table.open(args.path, options=args.storage_options)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     status = table_status(table, args.service_config, args.max_failures)
     if args.json:
         print_json(status)

@@ -29,7 +29,7 @@ def describe_instant(table: Table, timeline: Timeline, instant: Instant) -> dict
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table.open(args.path, options=args.storage_options)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     timeline = table.timeline()
     instants = timeline.pending() if args.incomplete else timeline.instants
     rows = [describe_instant(table, timeline, i) for i in instants]

@@ -130,7 +130,7 @@ def _malformed_records(df, fmt: str, path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table.open(args.path, options=args.storage_options)
+    table = Table.open(args.path, options=getattr(args, "storage_options", None))
     KeySpec.from_config(table.config)   # a table whose keys cannot be built is refused before Spark starts
     if not os.path.exists(args.input):
         raise InvalidInputError(f"{args.input}: no such input file or folder")
