@@ -88,8 +88,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from tablesvc.errors import FileNameError, TablesvcError
-from tablesvc.fsview.names import UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
-from tablesvc.logformat import read_log_file, rollback_block, write_log_file
+from tablesvc.fsview.names import LogFileName, looks_like_log_file
+from tablesvc.logfiles import append_rollback_command_block
+from tablesvc.logformat import read_log_file
 from tablesvc.storage import discard_partial_copies
 from tablesvc.table.config import TableConfig
 from timeline.active import Timeline
@@ -374,8 +375,9 @@ def _perform(mdt: MetadataTableWriter, r: str, t: str, plan: RollbackPlan) -> di
         discard_partial_copies(mdt.storage, [_resolve(mdt, p) for p in request.files_to_be_deleted])
         if request.log_blocks_to_be_deleted:
             failed_logs.setdefault(partition, {}).update(request.log_blocks_to_be_deleted)
-            path, size = _append_command_block(mdt, partition, request.file_id or "",
-                                               request.latest_base_instant or "", r, t)
+            path, size = append_rollback_command_block(mdt.storage, join(mdt.base_path, partition),
+                                                       request.file_id or "", request.latest_base_instant or "",
+                                                       r, t)
             rollback_logs.setdefault(partition, {})[path] = size
     if errors:
         raise TablesvcError(f"{mdt.base_path}: rollback {r} of {t}: could not delete {len(errors)} file(s): "
@@ -390,37 +392,6 @@ def _resolve(mdt: MetadataTableWriter, path: str) -> str:
     if path.startswith("/") or "://" in path or path.startswith("file:"):
         return path
     return join(mdt.base_path, path)
-
-
-def _append_command_block(mdt: MetadataTableWriter, partition: str, file_id: str, base_instant: str, r: str,
-                          t: str) -> tuple[str, int]:
-    """Version 6: ``rollback_block(R, T)`` as the next log version of the slice (``file_id``,
-    ``base_instant``), unless the slice already holds it; returns (path, size) of the file holding it."""
-    folder = join(mdt.base_path, partition)
-    versions = [0]
-    for info in mdt.storage.list_dir(folder):
-        if info.is_dir or not looks_like_log_file(info.name):
-            continue
-        try:
-            log = LogFileName.parse(info.name)
-        except FileNameError:
-            continue
-        if log.file_id != file_id or log.instant != base_instant or log.extension != "log" or log.cdc:
-            continue
-        versions.append(log.version)
-        try:
-            contents = read_log_file(mdt.storage, info.path)
-        except FileNotFoundError:
-            continue
-        if any(b.is_rollback and b.instant_time == r and b.target_instant_time == t for b in contents.blocks):
-            return info.path, info.size
-    version = max(versions) + 1
-    while True:
-        path = join(folder, LogFileName(file_id, base_instant, version, UNKNOWN_WRITE_TOKEN).name)
-        try:
-            return path, len(write_log_file(mdt.storage, path, [rollback_block(r, t)]))
-        except FileExistsError:
-            version += 1
 
 
 def cannot_remove_message(mdt_base_path: str, ts: str, holder: Instant) -> str:

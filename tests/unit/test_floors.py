@@ -29,7 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("tablesvc", "tablesvc.errors"),                      # tablesvc/__init__ (__version__), the errors
     ("tablesvc.storage", "tablesvc.config", "tablesvc.hfile"),      # tablesvc.hfile: bytes in, cells out
     ("tablesvc.table", "tablesvc.fsview", "tablesvc.logformat"),   # tablesvc.table: the table format
-    ("tablesvc.merge",),
+    ("tablesvc.merge", "tablesvc.logfiles"),          # tablesvc.logfiles: log-file steps needing names and format
     ("tablesvc.metadata",),                               # the metadata table's files partition (reading)
     ("tablesvc.write",),
     ("tablesvc.spark",),

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 from tablesvc.config import load_config, service_config
 from tablesvc.errors import ConflictError, InvalidInputError, TablesvcError, UnknownInstantError, UnsupportedTableError
-from tablesvc.fsview.names import PARTITION_METAFILE, UNKNOWN_WRITE_TOKEN, LogFileName, looks_like_log_file
-from tablesvc.logformat import read_log_file, rollback_block, write_log_file
+from tablesvc.fsview.names import PARTITION_METAFILE
+from tablesvc.logfiles import append_rollback_command_block
 from tablesvc.metadata.maintain import rollback_refusal
 from tablesvc.services.lifecycle import ROLLBACK_LIFECYCLE, InstantLifecycle
 from tablesvc.services.metrics import RollbackMetrics
@@ -412,8 +412,9 @@ def _perform(table, r: str, t: str, plan: RollbackPlan) -> dict[str, RollbackPar
         _discard_partial_copies(storage, [_resolve(table, p) for p in req.files_to_be_deleted])
         if req.log_blocks_to_be_deleted:
             failed_logs.setdefault(part, {}).update(req.log_blocks_to_be_deleted)
-            block_file, size = _append_command_block(table, part, req.file_id or "", req.latest_base_instant or "",
-                                                     r, t)
+            folder = join(table.base_path, part) if part else table.base_path
+            block_file, size = append_rollback_command_block(table.storage, folder, req.file_id or "",
+                                                             req.latest_base_instant or "", r, t)
             rollback_logs.setdefault(part, {})[block_file] = size
     if errors:
         raise TablesvcError(f"rollback {r} of {t}: could not delete {len(errors)} file(s): {'; '.join(errors[:5])}; "
@@ -423,38 +424,6 @@ def _perform(table, r: str, t: str, plan: RollbackPlan) -> dict[str, RollbackPar
         out[part] = RollbackPartitionMetadata(
             part, tuple(success[part]), (), rollback_logs.get(part, {}), failed_logs.get(part, {}))
     return out
-
-
-def _append_command_block(table, partition: str, file_id: str, base_instant: str, r: str, t: str) -> tuple[str, int]:
-    """Write ``rollback_block(R, T)`` as the next log version of the slice (token ``1-0-1``),
-    unless the slice already holds it; returns (path, size) of the file holding it."""
-    storage = table.storage
-    folder = join(table.base_path, partition) if partition else table.base_path
-    versions = [0]
-    for info in storage.list_dir(folder):
-        if info.is_dir or not looks_like_log_file(info.name):
-            continue
-        try:
-            ln = LogFileName.parse(info.name)
-        except TablesvcError:
-            continue
-        if ln.file_id != file_id or ln.instant != base_instant or ln.extension != "log" or ln.cdc:
-            continue
-        versions.append(ln.version)
-        try:
-            contents = read_log_file(storage, info.path)
-        except FileNotFoundError:
-            continue
-        if any(b.is_rollback and b.instant_time == r and b.target_instant_time == t for b in contents.blocks):
-            return info.path, info.size
-    version = max(versions) + 1
-    while True:
-        path = join(folder, LogFileName(file_id, base_instant, version, UNKNOWN_WRITE_TOKEN).name)
-        try:
-            data = write_log_file(storage, path, [rollback_block(r, t)])
-            return path, len(data)
-        except FileExistsError:
-            version += 1
 
 
 def _finish_target(table, t: str, action: str) -> None:
