@@ -160,22 +160,12 @@ class Table:
 
     # -- data (Spark) ------------------------------------------------------------------------
     # Imported lazily: opening a table and reading its timeline needs no Spark.
-    def _refuse_spark_jobs(self) -> None:
-        """Spark jobs on an object-store table are refused before Spark starts or the table changes:
-        the executors do not get the storage options yet and Spark has no S3A (docs/storage.md)."""
-        from tablesvc.storage.object_store import is_object_store_url
-
-        if is_object_store_url(self.base_path):
-            raise InvalidInputError(f"{self.base_path}: Spark jobs on object stores are not done yet "
-                                    "(docs/storage.md); use a table on local files")
-
     def write(self, df, operation: str = "upsert", *, options: Mapping[str, object] | None = None, **kwargs):
         """Write a Spark DataFrame (insert, upsert or delete); returns a ``WriteResult`` or
         ``None`` when there was nothing to write.  ``options``: Hudi keys (inline services,
         log block format, …) over the table's config; ``config=`` a ready ``ServiceConfig``."""
         from tablesvc.services.write import write_dataframe
 
-        self._refuse_spark_jobs()
         if options is not None:
             if kwargs.get("config") is not None:
                 raise InvalidInputError("Table.write: give options (Hudi keys) or config, not both")
@@ -198,7 +188,6 @@ class Table:
         from tablesvc.spark.read_job import read_dataframe
         from tablesvc.spark.session import get_spark
 
-        self._refuse_spark_jobs()
         return read_dataframe(spark or get_spark(), self, as_of, tuple(columns) if columns else None)
 
     # -- services ------------------------------------------------------------------------------
@@ -214,7 +203,6 @@ class Table:
         from tablesvc.services.compaction import run_compaction
         from tablesvc.spark.session import service_session
 
-        self._refuse_spark_jobs()
         config = self.service_config(options)
         return run_compaction(self, instant, spark=service_session(spark, config.as_dict()),
                               sort_columns=tuple(sort_columns), config=config)
@@ -225,7 +213,6 @@ class Table:
         from tablesvc.services.log_compaction import run_log_compaction
         from tablesvc.spark.session import service_session
 
-        self._refuse_spark_jobs()
         config = self.service_config(options)
         return run_log_compaction(self, instant, spark=service_session(spark, config.as_dict()), config=config)
 
@@ -259,6 +246,5 @@ class Table:
         from tablesvc.services.inline import run_inline_services
         from tablesvc.spark.session import service_session
 
-        self._refuse_spark_jobs()
         config = self.service_config(options)
         return run_inline_services(self, config, service_session(spark, config.as_dict()))

@@ -66,7 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 2
     try:
         _refuse_empty_values(args)
-        _refuse_spark_on_object_store(args)
         # Object-store settings (fs.s3a.*, ...) from --config and --conf open the table's storage;
         # every command hands args.storage_options to Table.open / Table.create.
         args.storage_options = load_config(LocalStorage(), conf_pairs=args.conf,
@@ -111,22 +110,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 # roll back every failed instant) or name nothing.
 _NON_EMPTY = {"path": "PATH", "paths": "PATH", "instant": "--instant", "as_of": "--as-of", "input": "--input",
               "output": "--output", "config": "--config", "job": "JOB"}
-
-
-def _refuse_spark_on_object_store(args: argparse.Namespace) -> None:
-    """Every command that runs Spark jobs (``read``, ``write``, ``run``, ``compaction run``,
-    ``logcompaction run``: the ones with ``--spark-profile``) is refused on an object-store table
-    before Spark starts or the table changes: Spark's executors do not get the storage options yet
-    and Spark has no S3A connector (docs/storage.md)."""
-    if not hasattr(args, "spark_profile"):
-        return
-    from tablesvc.storage.object_store import is_object_store_url
-
-    paths = list(getattr(args, "paths", None) or ()) + ([args.path] if getattr(args, "path", None) else [])
-    for path in paths:
-        if is_object_store_url(path):
-            raise InvalidInputError(f"{path}: Spark jobs on object stores are not done yet (docs/storage.md); "
-                                    "use a table on local files")
 
 
 def _refuse_empty_values(args: argparse.Namespace) -> None:

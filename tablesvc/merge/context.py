@@ -7,7 +7,7 @@ to Spark executors next to many ``SliceSpec``s; neither holds a ``Table``, a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from tablesvc.errors import InvalidInputError, UnsupportedTableError
@@ -54,6 +54,9 @@ class ReadContext:
     table_schema_json: str | None
     columns: tuple[str, ...] | None = None
     populate_meta_fields: bool = True
+    # The storage tasks read through (``tablesvc.storage.storage_for_tasks``): set for object stores,
+    # whose options must travel with the task; None for local files.
+    storage: "Storage | None" = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.merge_mode not in MERGE_MODES:
@@ -90,6 +93,7 @@ class ReadContext:
     @classmethod
     def for_table(cls, table: ReadableTable, timeline: "Timeline | None" = None, as_of: str | None = None,
                   columns: tuple[str, ...] | list[str] | None = None) -> "ReadContext":
+        from tablesvc.storage import storage_for_tasks
         from tablesvc.table.config import MergeMode
 
         timeline = timeline if timeline is not None else table.timeline()
@@ -115,6 +119,7 @@ class ReadContext:
             table_schema_json=schema,
             columns=tuple(columns) if columns is not None else None,
             populate_meta_fields=config.populate_meta_fields,
+            storage=storage_for_tasks(table.storage),
         )
 
 

@@ -67,9 +67,9 @@ RELEASE_AFTER_RECORDS = 50_000
 def _storage(storage: Storage | None, ctx: ReadContext) -> Storage:
     if storage is not None:
         return storage
-    from tablesvc.storage import storage_for
+    from tablesvc.storage import task_storage
 
-    return storage_for(ctx.base_path)
+    return task_storage(ctx.base_path, ctx.storage)
 
 
 def _open_parquet(storage: Storage, path: str, files: ExitStack,

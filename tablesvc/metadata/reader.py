@@ -28,6 +28,7 @@ from tablesvc.merge.blocks import select_from_contents
 from tablesvc.merge.context import COMMIT_TIME_ORDERING, ReadContext
 from tablesvc.metadata.files_records import FilesRecord, merge_in_order
 from tablesvc.metadata.valid_instants import valid_instants
+from tablesvc.storage import storage_for_tasks
 from tablesvc.table.config import TableConfig
 from tablesvc.table.properties import read_properties
 from timeline.active import Timeline
@@ -125,4 +126,5 @@ class MetadataTable:
         return ReadContext(base_path=self.base_path, table_version=self.config.version, ordering_field=None,
                            merge_mode=COMMIT_TIME_ORDERING,
                            completed_instants=frozenset(i.timestamp for i in timeline.instants if i.is_completed),
-                           timeline_start=timeline.start, table_schema_json=None)
+                           timeline_start=timeline.start, table_schema_json=None,
+                           storage=storage_for_tasks(self.storage))

@@ -42,9 +42,9 @@ def _task_runner(ctx, work: FileGroupWork, groups: Sequence[bytes], counters=Non
         from tablesvc.fsview.names import write_token
         from tablesvc.spark.read_job import task_items
         from tablesvc.spark.session import task_identity
-        from tablesvc.storage import storage_for
+        from tablesvc.storage import task_storage
 
-        storage = storage_for(ctx.base_path)
+        storage = task_storage(ctx.base_path, ctx.storage)
         token = write_token(*task_identity())
         for task in task_items(batches, groups):
             stat = work(storage, ctx, task, token)

@@ -14,7 +14,9 @@ directly.  That is only the same answer when Spark reads the file exactly as
 * every output column has a type Spark maps one to one (flat primitives, dates,
   millisecond/microsecond timestamps, decimals; nested types, nanosecond timestamps and
   anything unusual stay in Python);
-* the file is not empty (Spark skips a zero-length file silently; Python names it).
+* the file is not empty (Spark skips a zero-length file silently; Python names it);
+* the table is on local files: on an object store Spark's reader would need Hadoop's S3A
+  connector, jars that pip does not install, so every slice there goes through Python.
 
 Everything is decided on the driver from the timeline and one ``stat`` per candidate file
 (metadata); no file is opened here.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from tablesvc.merge import ReadContext, SliceSpec, output_schema
+from tablesvc.storage.object_store import is_object_store_url
 
 # Reading more distinct base instants' commit metadata than this on the driver costs more than
 # it saves on a small read; such tables keep the Python path for the slices beyond the cap.
@@ -50,7 +53,10 @@ def split_native(table, timeline, ctx: ReadContext,
                  ) -> tuple[list[str], list[SliceSpec]]:
     """(base file paths Spark reads natively, slices left to the Python reader).
     ``base_instants[i]`` is the instant that wrote ``specs[i]``'s base file."""
-    if not ctx.table_schema_json or not native_columns_ok(ctx):
+    if not ctx.table_schema_json or not native_columns_ok(ctx) or is_object_store_url(table.base_path):
+        # On an object store Spark's own reader would need Hadoop's S3A connector (jars tablesvc does
+        # not ship and a configuration of its own); the Python reader reads there through the same
+        # client as every other task (docs/storage.md).
         return [], list(specs)
     same_schema: dict[str, bool] = {}
     native: list[str] = []

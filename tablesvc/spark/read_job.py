@@ -19,7 +19,7 @@ from tablesvc.spark.arrow_exchange import for_spark
 from tablesvc.spark.executor_env import prepare_executors
 from tablesvc.spark.progress import TaskCounters, expect_file_groups, task_counters
 from tablesvc.spark.worker_heap import freeze_worker_heap
-from tablesvc.storage import storage_for
+from tablesvc.storage import task_storage
 from timeline.time_travel import resolve_as_of
 
 
@@ -57,7 +57,7 @@ def _read_specs(ctx: ReadContext, groups: Sequence[bytes], counters: TaskCounter
     go to Spark in types it takes (``arrow_exchange.for_spark``: millisecond timestamps as
     microseconds)."""
     def run(batches):
-        storage = storage_for(ctx.base_path)
+        storage = task_storage(ctx.base_path, ctx.storage)
         for spec in task_items(batches, groups):
             if counters is None:
                 yield from map(for_spark, iter_file_slice(storage, spec, ctx))

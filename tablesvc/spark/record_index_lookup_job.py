@@ -34,7 +34,7 @@ from tablesvc.metadata.write_key_changes import RECORD_INDEX
 from tablesvc.metadata.writer import file_group_index
 from tablesvc.spark.errors import translate_task_error
 from tablesvc.spark.worker_heap import freeze_worker_heap
-from tablesvc.storage import storage_for
+from tablesvc.storage import task_storage
 from tablesvc.table.meta_fields import PARTITION_PATH as PARTITION
 from tablesvc.table.meta_fields import RECORD_KEY as KEY
 from tablesvc.table.metadata_opt_outs import completed_partitions
@@ -69,7 +69,7 @@ def _keys_and_groups(key_spec: KeySpec, groups: int):
 def _lookup(view: RecordIndexView, base_path: str):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_worker_heap()
-        storage = storage_for(base_path)
+        storage = task_storage(base_path, view.log_context.storage)
         batches = list(batches)        # one task's keys and partition paths: strings only
         if not batches:
             return

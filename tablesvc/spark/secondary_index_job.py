@@ -24,7 +24,7 @@ from tablesvc.metadata.secondary_index import (
     slice_changes,
 )
 from tablesvc.spark.read_job import pack_tasks, task_items
-from tablesvc.storage import storage_for
+from tablesvc.storage import task_storage
 from tablesvc.table.meta_fields import RECORD_KEY
 from timeline.payloads import WriteStat
 from timeline.storage import join
@@ -85,7 +85,7 @@ def _task(before_ctx: ReadContext, after_ctx: ReadContext, indexes: tuple[Second
                 for ix in indexes}
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = storage_for(before_ctx.base_path)
+        storage = task_storage(before_ctx.base_path, before_ctx.storage)
         for item in task_items(batches, groups):
             before = texts_by_key(storage, item.before, before_ctx)
             after = texts_by_key(storage, item.after, after_ctx)

@@ -58,7 +58,7 @@ from tablesvc.spark.session import task_identity
 from tablesvc.spark.write_groups import (FG_COLUMN, GROUP_COLUMN, consecutive_groups, group_column,
                                          split_file_groups, write_partitions)
 from tablesvc.spark.worker_heap import freeze_worker_heap
-from tablesvc.storage import storage_for
+from tablesvc.storage import storage_for_tasks, task_storage
 from tablesvc.table.config import MergeMode
 from tablesvc.table.writable import WRITE, require_writable
 from tablesvc.table.meta_fields import PARTITION_PATH as PARTITION
@@ -438,7 +438,7 @@ def _write_groups(ctx: WriteContext, targets: dict, bucket: BucketSpec | None, o
         records = combine_in_batch(keyed, ordering_field)
         keep = [c for c in records.column_names if c in data_columns or c in (KEY, PARTITION)]
         task_partition, stage, attempt = task_identity()
-        storage = storage_for(ctx.base_path)
+        storage = task_storage(ctx.base_path, ctx.storage)
         found = None
         mask = None
         if present is not None and target.existing:
@@ -490,7 +490,7 @@ def rows_by_file_group(frame, hashed: bool = False):
 def _slice_keys(ctx: ReadContext, groups: Sequence[bytes]):
     """Per slice: (partition, record key, file id) of every live record, for the lookup join."""
     def run(batches):
-        storage = storage_for(ctx.base_path)
+        storage = task_storage(ctx.base_path, ctx.storage)
         for spec in task_items(batches, groups):
             keys = read_file_slice(storage, spec, ctx).column(KEY).combine_chunks()
             n = len(keys)
@@ -650,7 +650,7 @@ def _write_rows(prepared: PreparedWrite, instant: str,
     ctx = WriteContext(base_path=table.base_path, table_name=cfg.name, table_version=cfg.version,
                        instant=instant, data_schema_json=data_schema,
                        ordering_field=cfg.ordering_field, log_block_format=log_block_format,
-                       operation=op.value, stage_id=0)
+                       operation=op.value, stage_id=0, storage=storage_for_tasks(table.storage))
     ordering = None if op is Operation.DELETE else cfg.ordering_field
 
     # The bucket index sends new keys into existing file groups too: the write tasks count

@@ -3,7 +3,8 @@
 from timeline.storage import FileInfo, Storage, join
 from tablesvc.storage.local import LocalStorage
 
-__all__ = ["FileInfo", "LocalStorage", "Storage", "discard_partial_copies", "join", "storage_for"]
+__all__ = ["FileInfo", "LocalStorage", "Storage", "discard_partial_copies", "join", "storage_for",
+           "storage_for_tasks", "task_storage"]
 
 
 def storage_for(path: str, options=None) -> Storage:
@@ -21,6 +22,21 @@ def storage_for(path: str, options=None) -> Storage:
         raise InvalidInputError(f"{path}: unsupported scheme {path.split('://', 1)[0]!r} (local paths, file://, "
                                 f"{', '.join(s + '://' for s in sorted(SCHEMES))})")
     return LocalStorage()
+
+
+def storage_for_tasks(storage: Storage) -> Storage | None:
+    """What a Spark task is handed of a table's ``storage``: an object store's task form
+    (``ObjectStorage.for_tasks``: its options travel with the task, so executors reach the same
+    endpoint), or None for local files, where a task opens the file system itself
+    (``task_storage``) and a wrapper the driver put around its storage stays in the driver."""
+    ship = getattr(storage, "for_tasks", None)
+    return ship() if ship is not None else None
+
+
+def task_storage(base_path: str, storage: Storage | None) -> Storage:
+    """The storage a task works through: the one its context carries (``storage_for_tasks``),
+    else the one ``base_path`` names."""
+    return storage if storage is not None else storage_for(base_path)
 
 
 def discard_partial_copies(storage: Storage, paths) -> list[str]:

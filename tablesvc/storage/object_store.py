@@ -204,6 +204,10 @@ def _client(spec: ObjectStoreSpec, where: str):
     return store
 
 
+def _travelling_storage(options: dict[str, str]) -> "ObjectStorage":
+    return ObjectStorage(options, credentials_travel=True)
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:300]
@@ -278,11 +282,21 @@ class ObjectStorage:
     are no credential: a process that unpickles it takes its credentials from its own environment.
     """
 
-    def __init__(self, options: Mapping[str, str] | None = None):
+    def __init__(self, options: Mapping[str, str] | None = None, *, credentials_travel: bool = False):
         self._options = tuple(sorted(normalize_options(options).items()))
+        self._credentials_travel = credentials_travel
 
     def __reduce__(self):
+        if self._credentials_travel:
+            return (_travelling_storage, (dict(self._options),))
         return (ObjectStorage, ({k: v for k, v in self._options if not _is_secret(k)},))
+
+    def for_tasks(self) -> "ObjectStorage":
+        """This store as Spark tasks get it: pickled with all of its options, credentials given as
+        options included, the way Spark ships ``spark.hadoop.fs.s3a.*`` keys to its executors.  A
+        store configured from the environment carries no credential: each executor's Python then
+        takes its own (``AWS_*``, an instance role, ``spark.executorEnv.*``; docs/storage.md)."""
+        return ObjectStorage(dict(self._options), credentials_travel=True)
 
     def __repr__(self) -> str:
         return f"ObjectStorage({[k for k, _ in self._options]})"

@@ -18,7 +18,7 @@ and the marker tells a rollback it may exist.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -59,6 +59,8 @@ class WriteContext:
     log_block_format: str = "avro"
     operation: str = "upsert"
     stage_id: int = 0
+    # what tasks write through (``tablesvc.storage.storage_for_tasks``): an object store's task form, or None
+    storage: "Storage | None" = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.operation not in OPERATIONS:
