@@ -24,6 +24,14 @@ def fixture_root(tmp_path_factory) -> "FixtureRoot":
     return FixtureRoot(tmp_path_factory.mktemp("zips"))
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """Every test that uses the S3 endpoint is an object-store case (``pytest -m s3`` runs them
+    alone), whether or not its file marks it."""
+    for item in items:
+        if "s3_endpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.s3)
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """A moto S3 server on a loopback port, in a process of its own, with one bucket

@@ -26,6 +26,7 @@ import io
 import os
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -59,6 +60,9 @@ _S3_ALIASES = {"aws_endpoint_url": "endpoint", "endpoint_url": "endpoint", "aws_
 _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "pool_idle_timeout",
                 "pool_max_idle_per_host", "proxy_url", "http1_only", "http2_only", "user_agent", "read_timeout"}
 RETRY_TIMEOUT_KEY = "tablesvc.storage.retry.timeout.ms"
+# A conditional create answered "already exists" with no object there (S3's 409) is asked again.
+_CREATE_ATTEMPTS = 4
+_CREATE_CONFLICT_BACKOFF_S = 0.2
 MAX_RETRIES_KEY = "tablesvc.storage.max.retries"
 _SECRET_WORDS = ("secret", "token", "password", "access_key", "account_key", "sas", "service_account")
 
@@ -338,21 +342,29 @@ class ObjectStorage:
 
         store, target = self._locate(path, op)
         token = uuid.uuid4().hex
-        try:
-            obstore.put(store, target.key, body, mode="create", use_multipart=False,
-                        attributes={WRITER_ATTRIBUTE: token})
-            return
-        except ox.AlreadyExistsError as e:
-            lost = e
-        except Exception as e:
-            raise _mapped(e, op, path) from None
-        # 412: someone's object is there; ours if a retried PUT of ours had in fact succeeded
-        try:
-            attributes = obstore.get(store, target.key).attributes
-        except Exception:
-            attributes = {}
-        if attributes.get(WRITER_ATTRIBUTE) == token:
-            return
+        for attempt in range(_CREATE_ATTEMPTS):
+            try:
+                obstore.put(store, target.key, body, mode="create", use_multipart=False,
+                            attributes={WRITER_ATTRIBUTE: token})
+                return
+            except ox.AlreadyExistsError as e:
+                lost = e
+            except Exception as e:
+                raise _mapped(e, op, path) from None
+            # 412: someone's object is there; ours if a retried PUT of ours had in fact succeeded.
+            try:
+                attributes = obstore.get(store, target.key).attributes
+            except Exception as e:
+                if not isinstance(e, (FileNotFoundError, ox.NotFoundError)):
+                    raise _mapped(e, op, path) from None
+                # No object at all: S3's 409 ConditionalRequestConflict (another conditional write
+                # to the key was in flight), which object_store reports as "already exists".  Ask
+                # again once that write has settled: it either shows (412: lost) or failed (ours).
+                time.sleep(_CREATE_CONFLICT_BACKOFF_S * (attempt + 1))
+                continue
+            if attributes.get(WRITER_ATTRIBUTE) == token:
+                return
+            break
         raise _mapped(lost, op, path) from None
 
     def write_new(self, path: str, data: bytes) -> None:

@@ -190,6 +190,52 @@ def test_retried_create_that_succeeded_is_recognised(s3_endpoint, monkeypatch):
         storage.write_new(f"{root}/theirs", b"")
 
 
+def test_an_already_exists_answer_with_no_object_there_is_asked_again(s3_endpoint, monkeypatch):
+    """S3 answers 409 ConditionalRequestConflict to a conditional create while another conditional
+    write of the key is in flight, which object_store reports as "already exists".  With no object
+    there the create is asked again and succeeds; with another writer's object it is FileExistsError."""
+    import obstore
+    from obstore import exceptions as ox
+
+    import tablesvc.storage.object_store as module
+
+    monkeypatch.setattr(module, "_CREATE_CONFLICT_BACKOFF_S", 0.01)
+    real_put = obstore.put
+    conflicts = {"left": 2}
+
+    def put_answering_409_twice(*args, **kwargs):
+        if conflicts["left"]:
+            conflicts["left"] -= 1
+            raise ox.AlreadyExistsError("Object at location x already exists: 409 ConditionalRequestConflict")
+        return real_put(*args, **kwargs)
+
+    monkeypatch.setattr(obstore, "put", put_answering_409_twice)
+    root = s3_endpoint.url("conflict409", uuid.uuid4().hex)
+    storage = storage_for(root, s3_endpoint.options())
+    storage.write_new(f"{root}/instant.requested", b"plan")
+    assert conflicts["left"] == 0 and storage.read_bytes(f"{root}/instant.requested") == b"plan"
+    conflicts["left"] = 1
+    with pytest.raises(FileExistsError, match="instant.requested"):   # now an object is there: lost
+        storage.write_new(f"{root}/instant.requested", b"other")
+    assert storage.read_bytes(f"{root}/instant.requested") == b"plan"
+
+
+def test_the_task_form_carries_the_options_credentials_included(s3_endpoint):
+    """What Spark tasks get (``for_tasks``) reaches the endpoint in a process without ``AWS_*``."""
+    root = s3_endpoint.url("tasks", uuid.uuid4().hex)
+    storage = storage_for(root, s3_endpoint.options())
+    storage.write_new(f"{root}/f", b"payload")
+    blob = pickle.dumps(storage.for_tasks())
+    assert b"testing-secret" in blob
+    assert pickle.loads(blob).for_tasks is not None and b"testing-secret" in pickle.dumps(pickle.loads(blob))
+    code = ("import pickle, sys; s = pickle.loads(sys.stdin.buffer.read()); "
+            f"sys.stdout.buffer.write(s.read_bytes({root + '/f'!r}))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout == b"payload"
+
+
 @pytest.mark.s3
 def test_errors_are_one_line_naming_call_and_path():
     with socket_closed_port() as port:
