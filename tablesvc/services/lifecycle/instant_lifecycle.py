@@ -45,7 +45,7 @@ from tablesvc.services.lifecycle.rules import (
 )
 from tablesvc.write.markers import IOType, delete_markers, list_markers, marker_path, remove_orphans
 from timeline.active import Timeline
-from timeline.errors import IllegalTransitionError, InstantExistsError
+from timeline.errors import IllegalTransitionError, InstantExistsError, StorageError
 from timeline.heartbeat import Heartbeat
 from timeline.instant import Action, Instant, State
 from timeline.payloads import WriteStat
@@ -91,6 +91,9 @@ class InstantLifecycle:
         self._inflight_payload = b""
         self._committed = False
         self._aborted = False
+        # The completed file's write failed without an answer (an object store's timeout): it may
+        # still land, so nothing of the run may be undone now; the instant stays for a rollback.
+        self._completion_unknown = False
         self._own_files: set[str] = set()      # what this run wrote, relative to the table (write stats)
 
     @property
@@ -157,7 +160,8 @@ class InstantLifecycle:
         try:
             yield started
         except BaseException:
-            if rules.on_failure is OnFailure.ABORT and not (self._committed or self._aborted):
+            if rules.on_failure is OnFailure.ABORT and not (self._committed or self._aborted
+                                                            or self._completion_unknown):
                 self.abort()
             elif not (self._committed or self._aborted) and self._own_files and self._shares_time(started.instant.timestamp):
                 # v6: another writer's instant has this time; once it completes, every file named
@@ -167,7 +171,9 @@ class InstantLifecycle:
                     self._abandon_locked(started.instant, bool(still_pending(self._foreign(started.instant.timestamp))))
             raise
         finally:
-            self._stop_heartbeat()
+            # an unknown completion keeps its heartbeat file: it expires like a killed writer's,
+            # which gives a late completed file time to land before anyone rolls the instant back
+            self._stop_heartbeat(delete=not self._completion_unknown)
         if self._committed and rules.markers is Markers.AFTER_HEARTBEAT:
             delete_markers(self.table.storage, self.table.base_path, self.inflight.timestamp)
 
@@ -293,6 +299,14 @@ class InstantLifecycle:
             with self.table.timeline_writer.lock():
                 self._abandon_locked(inflight, collision.foreign_pending)
             raise
+        except StorageError as e:
+            # The completed file's PUT may have reached the store although its answer did not (a
+            # timeout: the request can still be applied later).  Undoing the run now could delete
+            # the files of an instant that then shows completed, so the instant is left as a
+            # process killed here leaves it: pending for ``tablesvc rollback``, or completed.
+            self._completion_unknown = True
+            raise StorageError(f"{e} (completing {inflight.timestamp}: it may still show completed; "
+                               "run `tablesvc rollback` once its heartbeat expired)") from None
         except (InstantExistsError, IllegalTransitionError):
             if (self.rules.completed_elsewhere is CompletedElsewhere.IS_FINE
                     and self._state_now(self.inflight.timestamp) is State.COMPLETED):

@@ -1,0 +1,90 @@
+"""A write whose completed file's PUT failed without an answer (an object store's timeout,
+``StorageError``) must not undo itself: the PUT may still be applied, and an abort would have
+deleted the files of an instant that then shows completed.  The run is left as a process killed
+at that point leaves it (pending, heartbeat file kept to expire), or completed when the PUT did
+land; a failure that is known not to have written (``OSError`` here) still aborts.  Injected where
+the data table's completed file is written, on a copy of a table Hudi wrote; hudi-rs reads the
+result."""
+
+from __future__ import annotations
+
+import pytest
+from oracles.hudi_rs import read_rows
+
+from fixture_tables import TABLES_DIR, copy_table
+from tablesvc.api import Table
+from tablesvc.services.lifecycle import WRITE_LIFECYCLE, InstantLifecycle
+from tablesvc.write.markers import create_marker
+from timeline.errors import StorageError
+from timeline.heartbeat import heartbeat_path
+from timeline.instant import State
+from timeline.payloads import CommitMetadata, encode_commit_metadata
+from timeline.transitions import TimelineWriter
+
+FIXTURE = "v9_txns_simple_nometa"
+
+
+def _fail_completion(monkeypatch, ts: str, error: BaseException, lands: bool) -> None:
+    real = TimelineWriter._write_new
+
+    def write(writer, instant, payload):
+        if instant.timestamp == ts and instant.state is State.COMPLETED and ".hoodie/metadata" not in writer.base_path:
+            if lands:
+                real(writer, instant, payload)
+            raise error
+        return real(writer, instant, payload)
+
+    monkeypatch.setattr(TimelineWriter, "_write_new", write)
+
+
+def _no_rows_like(base_file: str) -> bytes:
+    """A Parquet file with ``base_file``'s schema and no row: a valid file readers read as empty."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pq.read_table(base_file).slice(0, 0), out)
+    return out.getvalue()
+
+
+def _run(table: Table, monkeypatch, error: BaseException, lands: bool) -> tuple[str, str]:
+    """A write of one data file (no rows) under a marker whose completion fails with ``error``."""
+    life = InstantLifecycle(table, WRITE_LIFECYCLE, heartbeat_interval_ms=60_000)
+    requested = life.request()
+    ts = requested.timestamp
+    some = table.latest_file_slices()[0]
+    partition = some.partition
+    empty_base_file = _no_rows_like(some.base_file.path)
+    name = f"00000000-0000-0000-0000-000000000001-0_0-1-1_{ts}.parquet"
+    data_file = f"{table.base_path}/{partition}/{name}"
+    _fail_completion(monkeypatch, ts, error, lands)
+    payload = encode_commit_metadata(CommitMetadata(partition_to_write_stats={}, extra_metadata={"schema": table.schema()},
+                                                    operation_type="UPSERT"), table.config.layout)
+    with pytest.raises(type(error)):
+        with life.start(requested):
+            create_marker(table.storage, table.base_path, ts, partition, name, "CREATE")
+            table.storage.write_new(data_file, empty_base_file)
+            life.commit(payload)
+    return ts, data_file
+
+
+@pytest.mark.parametrize("lands", [True, False], ids=["landed", "not-landed"])
+def test_a_completion_without_answer_is_not_undone(tmp_path, monkeypatch, lands):
+    path = copy_table(TABLES_DIR / FIXTURE, tmp_path)
+    table = Table.open(str(path))
+    before = sorted(r["_hoodie_record_key"] for r in read_rows(path))
+    ts, data_file = _run(table, monkeypatch, StorageError(f"put {path}/x: timed out"), lands)
+    state = table.timeline().get(ts)
+    assert state is not None and state.state is (State.COMPLETED if lands else State.INFLIGHT), state
+    assert table.storage.exists(data_file)                              # nothing undone
+    assert table.storage.exists(heartbeat_path(table.base_path, ts))    # left to expire
+    assert sorted(r["_hoodie_record_key"] for r in read_rows(path)) == before
+
+
+def test_a_completion_known_not_to_have_written_is_still_aborted(tmp_path, monkeypatch):
+    path = copy_table(TABLES_DIR / FIXTURE, tmp_path)
+    table = Table.open(str(path))
+    ts, data_file = _run(table, monkeypatch, OSError("injected: disk full"), lands=False)
+    assert table.timeline().get(ts) is None
+    assert not table.storage.exists(data_file)
