@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import re
 import tempfile
 import threading
 import time
@@ -212,9 +213,19 @@ def _travelling_storage(options: dict[str, str]) -> "ObjectStorage":
     return ObjectStorage(options, credentials_travel=True)
 
 
+_ENDPOINT_URL = re.compile(r"\s*https?://\S+")
+_MAX_REASON = 300
+
+
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:300]
+    """obstore's message on one line, short: the endpoint URL it repeats is dropped (the caller names
+    the object's own URL) and a long message keeps its head and its tail, where the reason is
+    (``503 Service Unavailable``, ``error sending request``)."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    text = _ENDPOINT_URL.sub("", " ".join(lines)) if lines else type(e).__name__
+    if len(text) > _MAX_REASON:
+        text = text[:_MAX_REASON // 2] + " … " + text[-(_MAX_REASON // 2):]
+    return text
 
 
 def _mapped(e: BaseException, op: str, url: str) -> BaseException:

@@ -409,3 +409,18 @@ def test_a_table_on_s3_is_read_and_locked_with_the_storage_lock(s3_endpoint):
     with table.lock() as lock:   # Hudi's storage-based lock (tests/unit/test_storage_lock.py), not the file lock
         assert isinstance(lock, StorageLock)
     assert sorted(storage.list_names(f"{root}/.hoodie")) == before
+
+
+def test_a_long_object_store_error_keeps_its_reason_on_one_line():
+    """obstore repeats the endpoint URL and may add an XML body: the line drops the URL and keeps
+    the tail, where the reason is."""
+    from tablesvc.storage.object_store import _mapped
+
+    key = "tables/" + "k" * 300 + "/.hoodie/timeline/20261127000000000.clean.requested"
+    message = (f"Generic S3 error: Error performing PUT http://127.0.0.1:9/bucket/{key} in 1.5s, after 1 retries, "
+               "max_retries: 1, retry_timeout: 1s\n - Server returned non-2xx status code: 503 Service Unavailable")
+    error = _mapped(RuntimeError(message), "create", f"s3://bucket/{key}")
+    text = str(error)
+    assert "\n" not in text and "http://127.0.0.1" not in text
+    assert text.startswith(f"create s3://bucket/{key}: RuntimeError: Generic S3 error")
+    assert text.endswith("503 Service Unavailable")
