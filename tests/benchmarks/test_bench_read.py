@@ -16,6 +16,10 @@ Every side materialises every row and column:
 * hudi-rs (in this process, through its Python API): ``HudiTable.read()``, which returns
   every record batch in memory (no target; the ratio is reported).
 
+``store="s3"`` (marker ``s3``; ``-k s3``): the same tables (with logs, and once compacted) copied to
+the session's moto S3 endpoint and read there and from local files side by side, with the requests
+and bytes each S3 read asked of the endpoint (``bench_s3.py``); the ratio is S3 / local, reported.
+
 Row counts must agree on all sides (and a data-column checksum between tablesvc and the
 plain copy, a sample of rows between hudi-rs and the plain copy) before anything is recorded.
 """
@@ -145,8 +149,53 @@ def read_data(spark, bench, tmp_path_factory):
     shutil.rmtree(work, ignore_errors=True)
 
 
+def s3_read_case(bench, spark, read_data: ReadData, local_path: str, case: str, server) -> None:
+    """The same snapshot read of a copy of the table in S3 (moto) and of the local table, alternating
+    (``bench_s3.paired_s3``), into the ``noop`` sink: times, the ratio S3 / local, and the requests
+    and bytes each S3 read asked of the endpoint.  On S3 every slice is read by tablesvc's Python
+    tasks (Spark's native Parquet scan is skipped on object stores), locally base-only slices go
+    to Spark's own reader."""
+    from bench_s3 import delete_tree, paired_s3, s3_notes, upload_table
+    from tablesvc.spark.read_job import plan_read
+
+    options = server.options()
+    url = upload_table(server, local_path, "bench-read")
+    local_plan, s3_plan = plan_read(Table.open(local_path)), plan_read(Table.open(url, options=options))
+    assert not s3_plan.native_base_files
+    slices = Table.open(local_path).latest_file_slices()
+    data_bytes = sum(s.base_file.size for s in slices if s.base_file) + sum(lf.size for s in slices for lf in s.log_files)
+    # Same rows on both stores (Spark aggregates: only the counts and checksums reach the driver).
+    s3_sum = checksum(Table.open(url, options=options).read(spark=spark))
+    assert s3_sum == checksum(spark.read.parquet(read_data.plain_snapshot)) and s3_sum[0] == read_data.rows
+
+    ours, theirs, counts = paired_s3(server, lambda: materialise(Table.open(url, options=options).read(spark=spark)),
+                                     lambda: materialise(Table.open(local_path).read(spark=spark)))
+    bench.record(case, rows=read_data.rows, bytes=data_bytes, ours=ours, baseline="tablesvc on local files (same table)",
+                 theirs=theirs, target="report (S3 / local)",
+                 notes=(f"{len(slices)} slices: on S3 all {len(s3_plan.slices)} read by Python tasks, locally "
+                        f"{len(local_plan.slices)} by Python tasks and {len(local_plan.native_base_files)} base files by "
+                        f"Spark's Parquet reader; every row materialised (noop sink); medians of {len(ours.runs)} "
+                        f"alternating runs per side (S3 {ours.runs} s, local {theirs.runs} s); S3 = moto on loopback, "
+                        f"one request at a time: its times are not S3's; rows equal the plain copy's (count, checksum); "
+                        + s3_notes(counts)),
+                 s3=counts, store="s3", slices=len(slices), data_bytes=data_bytes, tablesvc_cpu_s=ours.cpu_s,
+                 baseline_cpu_s=theirs.cpu_s, load_1m_before=[theirs.load_1m, ours.load_1m])
+    delete_tree(server, url)
+
+
+# "local": the cases against Spark's Parquet read (and hudi-rs); "s3": the same table copied to the
+# session's S3 endpoint (moto), read there and from local files side by side (pytest -k s3 runs them alone).
+STORES = ("local", pytest.param("s3", marks=pytest.mark.s3))
+
+
 @pytest.mark.parametrize("fmt", LOG_FORMATS)
-def test_snapshot_read_vs_spark_parquet_and_hudi_rs(bench, spark, read_data, fmt):
+@pytest.mark.parametrize("store", STORES)
+def test_snapshot_read_vs_spark_parquet_and_hudi_rs(bench, spark, read_data, fmt, store, request):
+    if store == "s3":
+        s3_read_case(bench, spark, read_data, read_data.tables[fmt], f"read: snapshot, 10% updates in {fmt} logs, "
+                     "on S3 (moto)", request.getfixturevalue("s3_endpoint"))
+        return
+
     def measure(fn):
         return timed(bench, fn)
 
@@ -224,16 +273,23 @@ def test_snapshot_read_vs_spark_parquet_and_hudi_rs(bench, spark, read_data, fmt
                  baseline_cpu_s=hudi.cpu_s, **extra)
 
 
-def test_snapshot_read_after_compaction_vs_spark_parquet(bench, spark, read_data):
+@pytest.mark.parametrize("store", STORES)
+def test_snapshot_read_after_compaction_vs_spark_parquet(bench, spark, read_data, store, request):
     """The same table once compacted: no slice has anything to merge, so every base file is read
     by Spark's own Parquet reader (tablesvc/spark/native_scan.py) and the ratio shows what is
-    left of tablesvc's cost (planning, the metadata checks, the union)."""
+    left of tablesvc's cost (planning, the metadata checks, the union).  On S3 (``store="s3"``)
+    the same compacted table is read by tablesvc's Python tasks, next to the local read."""
     from tablesvc.services.compaction import run_compaction
     from tablesvc.spark.read_job import plan_read, read_dataframe
 
-    path = str(read_data.work / "compacted")
+    path = str(read_data.work / f"compacted_{store}")
     shutil.copytree(read_data.tables[LOG_FORMATS[0]], path)
     run_compaction(Table.open(path), spark=spark)
+    if store == "s3":
+        s3_read_case(bench, spark, read_data, path, "read: snapshot after compaction (no logs), on S3 (moto)",
+                     request.getfixturevalue("s3_endpoint"))
+        shutil.rmtree(path, ignore_errors=True)
+        return
     plan = plan_read(Table.open(path))
     assert plan.slices == () and plan.native_base_files, "every slice should be read natively"
     ours_sum = checksum(Table.open(path).read(spark=spark))
