@@ -11,7 +11,7 @@ served one at a time, which costs nothing at test sizes).
 creates the test bucket, hands out the endpoint and the object-store options, and stops it.
 
 The server process answers a small control API of its own under ``/__tablesvc__/`` (``S3Server``'s
-``counters``/``reset_counters``: requests and body bytes per HTTP method, for "requests per job and
+``counters``/``reset_counters``: requests and body bytes per HTTP method (LIST apart from GET), for "requests per job and
 bytes moved"; ``inject``/``faults``/``clear_faults``: the next N requests, optionally only of one
 method or key, answer 503 SlowDown, are served late, lose their connection (served or not), or end
 the server).
@@ -153,6 +153,9 @@ def _serve(port_file: str) -> None:
             return [body]
         request_bytes = int(environ.get("CONTENT_LENGTH") or 0)
         fault = control.fault_for(method, path)
+        query = environ.get("QUERY_STRING", "")
+        # counted apart from object GETs: a listing (``GET /bucket?list-type=2&prefix=...``)
+        counted = "LIST" if method == "GET" and ("list-type=" in query or "prefix=" in query) else method
         if fault is not None and fault["kind"] == "exit":
             os._exit(0)                     # the endpoint is gone: this request and all later ones fail
         if fault is not None and fault["kind"] in ("drop", "lose"):
@@ -161,7 +164,7 @@ def _serve(port_file: str) -> None:
                     list(app(environ, lambda *_a, **_k: (lambda _data: None)))
             else:
                 _drain(environ)
-            control.count(method, request_bytes, 0)
+            control.count(counted, request_bytes, 0)
             sock = environ.get("werkzeug.socket")
             if sock is not None:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))   # RST, no answer
@@ -169,7 +172,7 @@ def _serve(port_file: str) -> None:
             raise ConnectionAbortedError(f"fault: connection {fault['kind']}")
         if fault is not None and fault["kind"] == "slowdown":
             _drain(environ)
-            control.count(method, request_bytes, len(SLOWDOWN_BODY))
+            control.count(counted, request_bytes, len(SLOWDOWN_BODY))
             start_response("503 Slow Down", [("Content-Type", "application/xml"),
                                               ("Content-Length", str(len(SLOWDOWN_BODY)))])
             return [SLOWDOWN_BODY]
@@ -178,7 +181,7 @@ def _serve(port_file: str) -> None:
         with lock:
             # the body is produced inside the lock too: moto builds it before returning
             chunks = list(app(environ, start_response))
-        control.count(method, request_bytes, sum(len(c) for c in chunks))
+        control.count(counted, request_bytes, sum(len(c) for c in chunks))
         return chunks
 
     parent = os.getppid()
