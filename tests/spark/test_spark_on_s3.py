@@ -137,3 +137,36 @@ def test_cli_compaction_run_and_read_on_s3_with_s3a_keys_from_conf(s3_endpoint, 
     rows = pq.read_table(out).to_pylist()
     assert sorted(r["_hoodie_record_key"] for r in rows) == [r["_hoodie_record_key"] for r in hudi_records(str(local))]
     assert SECRET_KEY not in "".join(capsys.readouterr())
+
+
+def test_a_spark_compaction_under_a_503_storm_fails_with_one_line_and_a_rerun_completes_it(s3_endpoint, spark, capsys):
+    """The base files' PUTs, made by Spark tasks, answer 503 past the retries: one line, exit 1, the
+    plan left for the re-run; nothing new visible to hudi-rs; the re-run compacts as if nothing had
+    happened."""
+    import json
+
+    from tablesvc.cli.main import main
+
+    _, root = copy_table_to_s3(s3_endpoint, "v6_trips_8i1u", "storm")
+    before = hudi_records(root, s3_endpoint.options())
+    retries = s3_endpoint.s3a_conf(**{"tablesvc.storage.max.retries": "0", "tablesvc.storage.retry.timeout.ms": "1000"})
+    capsys.readouterr()
+    s3_endpoint.inject("slowdown", 1000, method="PUT", key=".parquet")
+    try:
+        rc = main(["compaction", "run", root, "--json", "--quiet", *retries])
+    finally:
+        s3_endpoint.clear_faults()
+    out, err = capsys.readouterr()
+    assert rc == 1, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and ".parquet" in lines[0], err
+    assert "503" in lines[0] or "SlowDown" in lines[0] or "Slow Down" in lines[0], err
+    table = Table.open(root, options=s3_endpoint.options())
+    pending = [i for i in table.timeline().instants if i.action is Action.COMPACTION and not i.is_completed]
+    assert pending, "the plan stays for the re-run"
+    assert hudi_records(root, s3_endpoint.options()) == before
+    assert main(["compaction", "run", root, "--json", "--quiet", *s3_endpoint.s3a_conf()]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert [r["status"] for r in results] == ["done"] and results[0]["instant"] == pending[0].timestamp
+    assert not any(s.log_files for s in table.latest_file_slices())
+    assert hudi_records(root, s3_endpoint.options()) == before
