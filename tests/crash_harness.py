@@ -2,8 +2,9 @@
 
 Used by tests/crash_model/test_service_crash.py; runnable by hand::
 
-    python tests/crash_harness.py TABLE KILL SERVICE [ARG]
+    python tests/crash_harness.py [--ops FILE] TABLE KILL SERVICE [ARG]
     python tests/crash_harness.py --fork [--fork-sample K:SEED] TEMPLATE WORKDIR SERVICE [ARG]
+    python tests/crash_harness.py --spawn [--fork-sample K:SEED] TEMPLATE WORKDIR SERVICE [ARG]
 
 The table is opened (``Table.open(path, storage=...)``) with a storage wrapper that counts
 the *mutating* calls the service makes: ``write_new``, ``write_new_from``, ``write_replace``,
@@ -19,7 +20,12 @@ before control goes back to the service.  Calls 1..n took effect and are durable
 (LocalStorage fsyncs the file and its folder), and call n+1 never started.  Each counted
 call is appended to ``<TABLE>.ops`` (next to the table folder, one
 ``<kind> <path relative to the table>`` per line, written unbuffered; each run starts it
-afresh) before any kill, so the test can see exactly where the process died.
+afresh) before any kill, so the test can see exactly where the process died.  ``--ops FILE``
+names another (local) file: a table on an object store (``s3://...``) has no folder next to it.
+
+TABLE is a local folder or an object-store URL; the storage is the one its path names
+(``storage_for``), configured from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+...), as the ``tablesvc`` command line is.
 
 KILL
   ``0``             run to the end, then print a JSON object ``{"ops": [...], "results": [...]}``
@@ -27,7 +33,7 @@ KILL
   ``match:REGEX``   SIGKILL after the first counted call whose ``<kind> <path>`` matches REGEX;
                     ``match:REGEX +K``: K counted calls later
   ``appears:GLOB``  SIGKILL from a watcher thread once a file matching GLOB (relative to TABLE)
-                    exists: for work done by Spark tasks in other processes (mid job)
+                    exists: for work done by Spark tasks in other processes (mid job); local tables
 
 SERVICE
   ``clean``               ``run_clean(table, config)``
@@ -37,6 +43,12 @@ SERVICE
                           tasks run in this process
   ``compaction [C]``      ``run_compaction(table, C, spark=<a factory of a local session>)``: the
                           JVM starts only when the tasks run, so driver points before them are cheap
+  ``compaction-in-process [C]``  ``run_compaction(table, C, in_process=True)``: the file groups
+                          compacted in this process, through the counted storage (no Spark), so
+                          the points include the tasks' own creates
+  ``write FILE.parquet [OPERATION]``  what a writer does (``tablesvc.write``'s pieces, no Spark, as
+                          ``table_builders.write_without_spark``): the eager rollback, then a delta
+                          commit of the rows in FILE (a local input file; ``upsert`` by default)
 
 The config is the table's own (``.hoodie/tablesvc.yaml``), as the CLI reads it.
 
@@ -51,6 +63,11 @@ process).  Point 0 is a full run; its number of counted calls N gives points 1..
 ``{"ops": [...], "results": [...], "points": [{"point", "path", "signal", "exit", "ops"}]}``.
 Not for compaction (no fork after the JVM starts).  ``--fork-sample K:SEED`` (before TEMPLATE)
 runs K of the points 1..N only, drawn with ``random.Random(SEED)`` once N is known.
+
+``--spawn`` does the same for tables on an object store, whose client (obstore's runtime) does
+not survive ``fork``: TEMPLATE and WORKDIR are URLs (or folders), each point's copy is made object
+by object, and each point runs in a fresh ``python crash_harness.py --ops ...`` process (slower
+than a fork: every point pays the interpreter's start and imports).  Same output.
 """
 
 from __future__ import annotations
@@ -70,7 +87,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 MUTATING = ("write_new", "write_new_from", "write_replace", "delete", "delete_tree", "makedirs", "discard_partial")
-SERVICES = ("clean", "rollback", "logcompaction", "compaction")
+SERVICES = ("clean", "rollback", "logcompaction", "compaction", "compaction-in-process", "write")
 
 
 def die() -> None:
@@ -172,8 +189,11 @@ def import_service(service: str) -> None:
     elif service == "logcompaction":
         import tablesvc.services.log_compaction  # noqa: F401
         import tablesvc.services.rollback  # noqa: F401
-    elif service == "compaction":
+    elif service in ("compaction", "compaction-in-process"):
         import tablesvc.services.compaction  # noqa: F401
+        import tablesvc.services.rollback  # noqa: F401
+    elif service == "write":
+        import table_builders  # noqa: F401
         import tablesvc.services.rollback  # noqa: F401
     else:
         raise SystemExit(f"unknown service {service!r}; expected one of {', '.join(SERVICES)}")
@@ -181,11 +201,10 @@ def import_service(service: str) -> None:
 
 def run_service(path: str, storage: KillingStorage, service: str, args: list[str]) -> list[dict]:
     from tablesvc.config import load_config
-    from tablesvc.storage import LocalStorage
     from tablesvc.api import Table
 
     table = Table.open(path, storage=storage)
-    config = load_config(LocalStorage(), table_path=table.base_path)
+    config = load_config(table.storage, table_path=table.base_path)     # reads: not counted
     if service == "clean":
         from tablesvc.services.clean import run_clean
         results = run_clean(table, config)
@@ -214,16 +233,30 @@ def run_service(path: str, storage: KillingStorage, service: str, args: list[str
                 "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} "
                                                  "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}, quiet=True)
         results = run_compaction(table, args[0] if args else None, spark=spark, config=config)
+    elif service == "compaction-in-process":
+        from tablesvc.services.compaction import run_compaction
+        results = run_compaction(table, args[0] if args else None, config=config, in_process=True)
+    elif service == "write":
+        import pyarrow.parquet as pq
+
+        from table_builders import write_without_spark
+        from tablesvc.services.rollback import eager_rollback
+
+        results = eager_rollback(table, config=config)
+        instant, _stats = write_without_spark(table, pq.read_table(args[0]), args[1] if len(args) > 1 else "upsert",
+                                              stage=1000)
+        return [r.as_dict() for r in results] + [{"status": "done", "instant": instant, "action": "write"}]
     else:
         raise SystemExit(f"unknown service {service!r}")
     return [r.as_dict() for r in results]
 
 
-def open_storage(path: str, kill: str) -> KillingStorage:
-    from tablesvc.storage import LocalStorage
+def open_storage(path: str, kill: str, ops_log: str | None = None) -> KillingStorage:
+    from tablesvc.storage import storage_for
     from tablesvc.api.table import normalize_path
 
     base = normalize_path(path)
+    remote = "://" in base
     kill_after, match, offset = 0, None, 0
     if kill.startswith("match:"):
         match = kill[len("match:"):]
@@ -231,15 +264,19 @@ def open_storage(path: str, kill: str) -> KillingStorage:
         if m:
             match, offset = m.group(1), int(m.group(2))
     elif kill.startswith("appears:"):
+        if remote:
+            raise SystemExit(f"{path}: appears: watches a local folder; use a point or match: on an object store")
         watch_for(base, kill[len("appears:"):])
     else:
         kill_after = int(kill)
-    return KillingStorage(LocalStorage(), base, kill_after, match, offset, ops_log=base + ".ops")
+    if ops_log is None and remote:
+        raise SystemExit(f"{path}: give --ops FILE for a table on an object store")
+    return KillingStorage(storage_for(base), base, kill_after, match, offset, ops_log=ops_log or base + ".ops")
 
 
-def single(path: str, kill: str, service: str, args: list[str]) -> int:
+def single(path: str, kill: str, service: str, args: list[str], ops_log: str | None = None) -> int:
     import_service(service)
-    storage = open_storage(path, kill)
+    storage = open_storage(path, kill, ops_log)
     results = run_service(path, storage, service, args)
     if service == "compaction":
         from pyspark.sql import SparkSession
@@ -287,33 +324,86 @@ def fork_points(template: str, workdir: str, service: str, args: list[str], samp
         print(json.dumps({"error": full["error"] or f"the full run ended with {full}"}))
         return 1
     results = json.loads((Path(full["path"]).parent / "results.json").read_text())
-    chosen = range(1, len(full["ops"]) + 1)
+    for n in chosen_points(len(full["ops"]), sample):
+        points.append(run_point(n))
+    print_points(full, results, points)
+    return 0
+
+
+def chosen_points(n_ops: int, sample: tuple[int, int] | None) -> list[int]:
+    """Points 1..N, or K of them drawn with ``random.Random(SEED)`` (``sample``: (K, SEED))."""
+    chosen = list(range(1, n_ops + 1))
     if sample is not None:
         import random
 
         k, seed = sample
-        chosen = sorted(random.Random(seed).sample(list(chosen), min(k, len(chosen))))
-    for n in chosen:
-        points.append(run_point(n))
+        chosen = sorted(random.Random(seed).sample(chosen, min(k, len(chosen))))
+    return chosen
+
+
+def print_points(full: dict, results: list[dict], points: list[dict]) -> None:
     print(json.dumps({"ops": full["ops"], "results": results, "full_path": full["path"],
                       "points": [{k: v for k, v in p.items() if k != "ops"} | {"ops": len(p["ops"]),
                                                                            "last_op": (p["ops"] or [None])[-1]}
                                  for p in points]}))
+
+
+def spawn_points(template: str, workdir: str, service: str, args: list[str],
+                 sample: tuple[int, int] | None = None) -> int:
+    """``--fork``'s runs with a process started afresh for each point (object stores: module doc)."""
+    import subprocess
+    import tempfile
+
+    from table_locations import copy_tree
+    from tablesvc.storage import storage_for
+
+    if service == "compaction":
+        raise SystemExit("--spawn runs compaction-in-process, not compaction (a Spark start per point)")
+    storage = storage_for(template)
+    name = template.rstrip("/").rsplit("/", 1)[-1]
+    logs = tempfile.mkdtemp(prefix="crash-ops-")
+    points = []
+
+    def run_point(n: int) -> dict:
+        dest = f"{workdir.rstrip('/')}/{n}/{name}"
+        copy_tree(storage, template, dest)
+        ops_file = Path(logs, f"{n}.ops")
+        proc = subprocess.run([sys.executable, __file__, "--ops", str(ops_file), dest, str(n), service, *args],
+                              capture_output=True, text=True, start_new_session=True)
+        ops = ops_file.read_text().splitlines() if ops_file.exists() else []
+        killed = proc.returncode == -9
+        return {"point": n, "path": dest, "ops": ops, "signal": 9 if killed else None,
+                "exit": None if killed else proc.returncode,
+                "error": None if killed or proc.returncode == 0 else proc.stderr.strip()[-2000:],
+                "stdout": proc.stdout}
+
+    full = run_point(0)
+    if full["exit"] != 0:
+        print(json.dumps({"error": full["error"] or f"the full run ended with {full}"}))
+        return 1
+    results = json.loads(full["stdout"].strip().splitlines()[-1])["results"]
+    for n in chosen_points(len(full["ops"]), sample):
+        points.append({k: v for k, v in run_point(n).items() if k != "stdout"})
+    print_points(full, results, points)
     return 0
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--fork"]:
+    if argv[:1] == ["--spawn"] or argv[:1] == ["--fork"]:
+        points = spawn_points if argv[0] == "--spawn" else fork_points
         sample = None
         if argv[1:2] == ["--fork-sample"] and len(argv) > 2:
             k, _, seed = argv[2].partition(":")
             sample, argv = (int(k), int(seed or 0)), argv[2:]
         if len(argv) < 4:
             raise SystemExit(__doc__)
-        return fork_points(argv[1], argv[2], argv[3], argv[4:], sample)
+        return points(argv[1], argv[2], argv[3], argv[4:], sample)
+    ops_log = None
+    if argv[:1] == ["--ops"] and len(argv) > 1:
+        ops_log, argv = argv[1], argv[2:]
     if len(argv) < 3:
         raise SystemExit(__doc__)
-    return single(argv[0], argv[1], argv[2], argv[3:])
+    return single(argv[0], argv[1], argv[2], argv[3:], ops_log)
 
 
 if __name__ == "__main__":

@@ -92,13 +92,14 @@ class InstantHistory:
 
 def check_invariants(base_path: str, expected: dict | None = None, *, key_field: str = "uuid",
                      columns: tuple[str, ...] = ("ts", "fare"), spark=None, history: InstantHistory | None = None,
-                     recovered: bool = True) -> list[str]:
-    """Every violation of the invariants (module doc) by the table at ``base_path``; [] if none."""
+                     recovered: bool = True, storage_options: dict[str, str] | None = None) -> list[str]:
+    """Every violation of the invariants (module doc) by the table at ``base_path``; [] if none.
+    ``storage_options``: for a table on an object store (tablesvc and hudi-rs both read it there)."""
     from tablesvc.api import Table
 
     out: list[str] = []
     try:
-        table = Table.open(base_path)
+        table = Table.open(base_path, options=storage_options)
         timeline = table.timeline()
     except Exception as e:          # a table that cannot be opened violates everything
         return [f"the table cannot be opened: {type(e).__name__}: {e}"]
@@ -117,11 +118,11 @@ def check_invariants(base_path: str, expected: dict | None = None, *, key_field:
     if with_mdt and not blind:      # one hudi-rs handle for its rows and its slices (one listing)
         from oracles.hudi_rs import hudi_table
 
-        rs = hudi_table(base_path)
+        rs = hudi_table(base_path, storage_options)
     if expected is not None:
         if not blind:
-            run("hudi-rs snapshot", lambda: _compare("hudi-rs", _hudi_rs_rows(base_path, key_field, columns, rs),
-                                                     expected))
+            run("hudi-rs snapshot", lambda: _compare(
+                "hudi-rs", _hudi_rs_rows(base_path, key_field, columns, rs, storage_options), expected))
         run("tablesvc snapshot", lambda: _compare("tablesvc reader", _tablesvc_rows(table, key_field, columns),
                                                   expected))
         if spark is not None:
@@ -218,13 +219,13 @@ def _keyed(rows: list[dict], key_field: str, columns: tuple[str, ...]) -> tuple[
     return {r[key_field]: tuple(r[c] for c in columns) for r in rows}, twice
 
 
-def _hudi_rs_rows(base_path: str, key_field: str, columns: tuple[str, ...], handle=None):
+def _hudi_rs_rows(base_path: str, key_field: str, columns: tuple[str, ...], handle=None, storage_options=None):
     from oracles.hudi_rs import read_options, read_rows
 
     if handle is not None:
         rows = [r for b in handle.read(read_options()) for r in b.to_pylist()]
         return _keyed(rows, key_field, columns)
-    return _keyed(read_rows(base_path), key_field, columns)
+    return _keyed(read_rows(base_path, storage_options=storage_options), key_field, columns)
 
 
 def _hudi_rs_blind_spot(table, timeline) -> bool:

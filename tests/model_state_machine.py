@@ -147,7 +147,10 @@ class CrashingStorage:
 
     @staticmethod
     def _leave_temp_copy(path: str, data: bytes) -> None:
-        """What a create killed between writing its temporary copy and linking it leaves."""
+        """What a create killed between writing its temporary copy and linking it leaves: on an
+        object store nothing (a create is one single-part PUT, which stores all or nothing)."""
+        if "://" in path and not path.startswith("file://"):
+            return
         local = path[len("file://"):] if path.startswith("file://") else path
         folder, name = os.path.split(local)
         os.makedirs(folder or ".", exist_ok=True)
@@ -287,13 +290,16 @@ def reproducer(seed: int, steps: int, version: int, metadata: bool = False) -> s
 
 
 class ModelRun:
-    def __init__(self, seed: int, steps: int, version: int, workdir: str, metadata: bool = False):
+    def __init__(self, seed: int, steps: int, version: int, workdir: str, metadata: bool = False,
+                 storage_options: dict[str, str] | None = None):
         from timeline.clock import ManualClock
 
         self.seed, self.steps, self.version = seed, steps, version
         self.metadata = metadata      # the table is created with a metadata table (files; v6: Hudi 0.15's)
+        # ``workdir`` may be an object-store prefix (s3://...), reached with these options
+        self.storage_options = storage_options
         self.rng = random.Random(seed)
-        self.path = os.path.join(workdir, f"model_v{version}{'_mdt' if metadata else ''}_seed{seed}")
+        self.path = f"{workdir.rstrip('/')}/model_v{version}{'_mdt' if metadata else ''}_seed{seed}"
         self.clock = ManualClock(1_700_000_000_000)
         self.model = Model()
         self.history = InstantHistory()
@@ -305,15 +311,23 @@ class ModelRun:
         self.dead_threads: set[threading.Thread] = set()   # heartbeat threads of crashed steps
 
     # -- set-up --------------------------------------------------------------------------------
+    def storage(self):
+        """The table's plain storage (local files, or the object store at ``storage_options``)."""
+        from tablesvc.storage import storage_for
+
+        return storage_for(self.path, self.storage_options)
+
     def create(self) -> None:
         from tablesvc.config import load_config
-        from tablesvc.storage import LocalStorage
         from tablesvc.api import Table, TableSpec
 
-        Table.create(self.path, TableSpec("model", ("uuid",), "ts", ("city",), table_version=self.version,
-                                          num_buckets=2, metadata_table=self.metadata), clock=self.clock)
-        Path(self.path, ".hoodie", "tablesvc.yaml").write_text(TABLE_YAML.format(retained=self.rng.randint(1, 3)))
-        self.config = load_config(LocalStorage(), table_path=self.path)
+        table = Table.create(self.path, TableSpec("model", ("uuid",), "ts", ("city",), table_version=self.version,
+                                                  num_buckets=2, metadata_table=self.metadata), clock=self.clock,
+                             storage=self.storage())
+        self.path = table.base_path     # absolute (local), or the URL as given
+        yaml = TABLE_YAML.format(retained=self.rng.randint(1, 3)).encode()
+        table.storage.write_replace(f"{self.path}/.hoodie/tablesvc.yaml", yaml)
+        self.config = load_config(table.storage, table_path=self.path)
 
     def open(self, storage):
         from tablesvc.api import Table
@@ -323,10 +337,9 @@ class ModelRun:
     # -- one step --------------------------------------------------------------------------------
     def completed_writes(self, known: set[str] = frozenset()) -> set[str]:
         """Completed delta commits of writes (not log compactions); ``known`` ones are not re-read."""
-        from tablesvc.storage import LocalStorage
         from timeline.instant import Action
 
-        table = self.open(LocalStorage())
+        table = self.open(self.storage())
         timeline = table.timeline()
         out = set()
         for i in timeline.completed(Action.DELTA_COMMIT):
@@ -376,13 +389,12 @@ class ModelRun:
     def attempt(self, record: StepRecord, kind: str, payload, may_crash: bool) -> bool:
         """One try of a step, maybe crashing; returns whether it crashed."""
         from tablesvc.errors import ConflictError
-        from tablesvc.storage import LocalStorage
 
         crash_at, torn = None, False
         if may_crash and self.rng.random() < CRASH_RATE:
             crash_at = self.rng.randint(1, max(1, self.ops_estimate.get(kind, 12)))
             torn = self.rng.random() < TORN_RATE
-        storage = CrashingStorage(LocalStorage(), crash_at, torn)
+        storage = CrashingStorage(self.storage(), crash_at, torn)
         before = self.completed_writes(self.known_writes) if kind == "write" else set()
         try:
             table = self.open(storage)
@@ -425,7 +437,8 @@ class ModelRun:
 
     def check(self, record: StepRecord, recovered: bool) -> None:
         violations = check_invariants(self.path, dict(self.model.rows), columns=("ts", "fare"),
-                                      history=self.history, recovered=recovered)
+                                      history=self.history, recovered=recovered,
+                                      storage_options=self.storage_options)
         if violations:
             raise self.failure(record, violations)
 
@@ -493,7 +506,9 @@ class ModelRun:
     def failure(self, record: StepRecord, violations: list[str]) -> ModelFailure:
         lines = [f"model-based test failed: seed {self.seed}, table version {self.version}, at step {record.number} "
                  f"({record.kind})",
-                 f"reproduce: {reproducer(self.seed, self.steps, self.version, self.metadata)}",
+                 f"reproduce: {reproducer(self.seed, self.steps, self.version, self.metadata)}"
+                 + ("   (that runs on local files, where a seed draws other steps; this run was in an object store: "
+                    "pytest tests/crash_model/test_model_based.py -k on_s3)" if self.storage_options is not None else ""),
                  f"table: {self.path}", "violations:"]
         lines += [f"  {v}" for v in violations]
         lines.append("steps:")
@@ -543,12 +558,13 @@ def scratch_dir() -> str:
 
 
 def run_model(seed: int, steps: int, version: int = 8, workdir: str | None = None, keep: bool = False,
-              metadata: bool = False) -> RunStats:
+              metadata: bool = False, storage_options: dict[str, str] | None = None) -> RunStats:
     """One seeded run; raises ``ModelFailure`` (the table is then kept for inspection).
-    ``metadata``: the table gets a metadata table at creation, which every commit keeps."""
+    ``metadata``: the table gets a metadata table at creation, which every commit keeps.
+    ``workdir`` may be an object-store prefix, reached with ``storage_options``."""
     own = workdir is None
     workdir = workdir or scratch_dir()
-    run = ModelRun(seed, steps, version, workdir, metadata)
+    run = ModelRun(seed, steps, version, workdir, metadata, storage_options)
     stats = run.run()
     if own and not keep:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -30,6 +30,7 @@ import pytest
 from invariants import InstantHistory, check_invariants
 from tablesvc.storage.local import temporary_copy_of, temporary_name_for
 from model_state_machine import ModelRun, run_model
+from table_locations import LOCATIONS, TableLocation, copy_tree, location, s3_location
 
 # A dead "process"'s heartbeat thread that beats before its run ends meets SystemExit, on purpose
 # (model_state_machine.CrashingStorage), and pytest reports every such thread exit; the run stops
@@ -42,6 +43,11 @@ HARNESS = Path(__file__).resolve().parents[1] / "crash_harness.py"
 # v6: Hudi 0.15's), so every step also checks it against storage and hudi-rs (invariants.py, 6)
 CI_RUNS = [(1, 8, False), (2, 8, True), (3, 6, False), (4, 6, True)]
 CI_STEPS = int(os.environ.get("TABLESVC_MODEL_STEPS", "150"))
+# the same state machine on a table in S3 (moto): two short runs (an S3 request costs ~5 ms there).
+# A seed's steps differ from its local run (a crash point is drawn from the op counts seen, which
+# differ on S3); these two crash and recover within 12 steps on S3, one with a metadata table
+S3_RUNS = [(4, 8, True), (9, 8, False)]
+S3_STEPS = 12
 DAY_MS = 86_400_000
 
 
@@ -52,6 +58,19 @@ def test_model_based(tmp_path, seed, version, metadata):
     assert stats.steps == CI_STEPS
     assert stats.crashes and stats.recoveries >= stats.crashes     # crashes were injected, each recovered
     assert stats.kinds.get("write", 0) > CI_STEPS // 4
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("seed,version,metadata", S3_RUNS,
+                         ids=[f"seed{s}-v{v}{'-mdt' if m else ''}" for s, v, m in S3_RUNS])
+def test_model_based_on_s3(s3_endpoint, tmp_path, seed, version, metadata):
+    """The table in S3: every step's invariants read it there (tablesvc, and hudi-rs through its
+    own object_store client at the endpoint); a torn create leaves nothing (one single-part PUT)."""
+    where = s3_location(s3_endpoint, f"model-{tmp_path.name}")
+    stats = run_model(seed, S3_STEPS, version, where.root, metadata=metadata, storage_options=where.options)
+    assert stats.steps == S3_STEPS
+    assert stats.crashes and stats.recoveries >= stats.crashes
+    assert stats.kinds.get("write", 0) >= 4
 
 
 @pytest.mark.skipif("TABLESVC_MODEL_SEED" not in os.environ, reason="set TABLESVC_MODEL_SEED to reproduce a run")
@@ -78,16 +97,28 @@ def test_model_based_soak(tmp_path):
 # Real kill -9 runs
 # =============================================================================================
 
-def template(tmp_path: Path, seed: int, version: int, steps: list[str]) -> ModelRun:
+def template(where: TableLocation, tmp_path: Path, seed: int, version: int, steps: list[str]) -> ModelRun:
+    """A table the model built with ``steps``; for an object store it is built in ``tmp_path`` (the
+    scripted steps are not under test here, and are ten times faster on local files) and then copied
+    there object by object, with ``run.path`` pointing at the copy."""
     run = ModelRun(seed, len(steps), version, str(tmp_path / "template"))
     run.scripted(steps)
+    if where.on_object_store:
+        from tablesvc.storage import LocalStorage
+
+        remote = where.path("template", Path(run.path).name)
+        copy_tree(LocalStorage(), run.path, remote, where.storage())
+        run.path, run.storage_options = remote, where.options
     return run
 
 
-def killed_points(tmp_path: Path, run: ModelRun, service: str, points: int, seed: int) -> dict:
-    proc = subprocess.run([sys.executable, str(HARNESS), "--fork", "--fork-sample", f"{points}:{seed}", run.path,
-                           str(tmp_path / "points"), service],
-                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600,
+def killed_points(where: TableLocation, run: ModelRun, service: str, points: int, seed: int, *args: str) -> dict:
+    """``points`` seeded points of ``service`` (``--fork``; on an object store ``--spawn``: obstore's
+    client does not survive fork, so every point runs in a process of its own)."""
+    mode = "--spawn" if where.on_object_store else "--fork"
+    proc = subprocess.run([sys.executable, str(HARNESS), mode, "--fork-sample", f"{points}:{seed}", run.path,
+                           where.path("points", service), service, *args],
+                          env=where.child_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600,
                           start_new_session=True)
     assert proc.returncode == 0, f"harness failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -97,55 +128,162 @@ def killed_points(tmp_path: Path, run: ModelRun, service: str, points: int, seed
     return out
 
 
-def recover_and_check(run: ModelRun, out: dict, service: str) -> None:
+def table_lock_free(where: TableLocation, path: str) -> bool:
+    """No live table lock: local files' lock file is gone; an object store's lock object is absent,
+    released, or past its validity (a killed holder's lock blocks others until then)."""
+    from timeline.clock import SystemClock
+    from timeline.storage_lock import CLOCK_DRIFT_BUFFER_MS, StorageLockData, lock_object_path
+
+    storage = where.storage()
+    if not where.on_object_store:
+        return not storage.exists(f"{path}/.hoodie/lock")
+    if not storage.exists(lock_object_path(path)):
+        return True
+    lock = StorageLockData.parse(storage.read_bytes(lock_object_path(path)))
+    return lock is None or lock.expired or lock.valid_until_ms + CLOCK_DRIFT_BUFFER_MS < SystemClock().now_ms()
+
+
+def cli_rollback(where: TableLocation, path: str) -> None:
+    """The documented recovery as a user runs it: ``tablesvc rollback PATH``, a process of its own on
+    the system clock (heartbeats judged with no tolerated miss: the killed process's is expired)."""
+    proc = subprocess.run([sys.executable, "-m", "tablesvc", "rollback", path, "--conf",
+                           "hoodie.client.heartbeat.tolerable.misses=0"], env=where.child_env(PYTHONPATH=str(REPO)),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"`tablesvc rollback {path}` exited {proc.returncode}: {proc.stderr}"
+
+
+def recover_and_check(where: TableLocation, run: ModelRun, out: dict, service: str, *, written=None) -> None:
     """At each killed point: readers still show the model; then recovery (a day later, a new
-    process's view) and the service run again leave a table that holds every invariant."""
+    process's view) and the service run again leave a table that holds every invariant.  The
+    first point whose table lock is free is recovered by a real ``tablesvc rollback PATH`` first.
+    ``written`` (the ``write`` service): the batch's records, which count once its delta commit
+    completed, and which the re-run writes otherwise."""
     from tablesvc.config import load_config
     from tablesvc.services.clean import run_clean
     from tablesvc.services.clean.executor import finish_pending_cleans
+    from tablesvc.services.compaction import run_compaction
     from tablesvc.services.log_compaction import run_log_compaction
     from tablesvc.services.rollback import rollback_failed
-    from tablesvc.storage import LocalStorage
-    from tablesvc.api import Table
+    from model_state_machine import Model
     from timeline.clock import ManualClock, SystemClock
+    from timeline.instant import Action
 
-    expected = dict(run.model.rows)
+    def model_with(records) -> dict:
+        model = Model(dict(run.model.rows), dict(run.model.high))
+        if records is not None:
+            model.apply(records, "upsert")
+        return dict(model.rows)
+
+    def delta_commits(path: str) -> set[str]:
+        return {i.timestamp for i in where.open(path).timeline().completed(Action.DELTA_COMMIT)}
+
+    template_commits = delta_commits(run.path)
+    cli_done = False
     for p in [{"point": 0, "path": out["full_path"], "last_op": "(full run)"}] + out["points"]:
-        where = f"{service} killed at point {p['point']} (after `{p['last_op']}`)"
-        violations = check_invariants(p["path"], expected, recovered=p["point"] == 0)
-        assert not violations, f"{where}, before recovery:\n" + "\n".join(violations)
-        table = Table.open(p["path"], clock=ManualClock(SystemClock().now_ms() + DAY_MS))
-        config = load_config(LocalStorage(), table_path=table.base_path)
+        where_ = f"{service} killed at point {p['point']} (after `{p['last_op']}`)"
+        # the written batch counts once a delta commit the template did not have completed
+        expected = model_with(written if written is not None and delta_commits(p["path"]) - template_commits
+                              else None)
+        if p["point"] == 0 and where.on_object_store:
+            continue        # the full run's table: checked on local files, where it costs a tenth
+        violations = check_invariants(p["path"], expected, recovered=p["point"] == 0, storage_options=where.options)
+        assert not violations, f"{where_}, before recovery:\n" + "\n".join(violations)
+        if p["point"] and not cli_done and table_lock_free(where, p["path"]):
+            cli_rollback(where, p["path"])
+            cli_done = True
+        table = where.open(p["path"], clock=ManualClock(SystemClock().now_ms() + DAY_MS))
+        config = load_config(table.storage, table_path=table.base_path)
         rollback_failed(table, config=config)
         finish_pending_cleans(table)
         if service == "clean":
             run_clean(table, config)
         elif service == "logcompaction":
             run_log_compaction(table, spark=None, config=config)
-        violations = check_invariants(p["path"], expected, history=InstantHistory())
-        assert not violations, f"{where}, after recovery:\n" + "\n".join(violations)
-        assert not table.timeline().pending() or service != "rollback", f"{where}: still pending after recovery"
-        if p["point"]:
+        elif service == "compaction-in-process":
+            run_compaction(table, config=config, in_process=True)
+        elif service == "write" and expected != model_with(written):    # the write never completed: again
+            from model_state_machine import SCHEMA
+            from table_builders import write_without_spark
+            import pyarrow as pa
+
+            write_without_spark(table, pa.Table.from_pylist(written, schema=SCHEMA), "upsert", stage=2000)
+            expected = model_with(written)
+        violations = check_invariants(p["path"], expected, history=InstantHistory(), storage_options=where.options)
+        assert not violations, f"{where_}, after recovery:\n" + "\n".join(violations)
+        assert not table.timeline().pending() or service != "rollback", f"{where_}: still pending after recovery"
+        if p["point"] and not where.on_object_store:
             shutil.rmtree(Path(p["path"]).parent)
+    assert cli_done or not out["points"], "no killed point had its table lock free for `tablesvc rollback`"
 
 
 WRITES = ["write"] * 6
+# (table version, location): both versions on local files; v8 in S3 (moto), with fewer points
+KILL_RUNS = [(8, "local"), (6, "local"), pytest.param(8, "s3", marks=pytest.mark.s3)]
+S3_POINTS = 2       # sampled points per service in S3: each one a fresh process and a copy of the table
 
 
-@pytest.mark.parametrize("version", [8, 6])
-def test_kill_9_clean_and_log_compaction_at_random_points(tmp_path, version):
-    run = template(tmp_path, 21, version, WRITES + ["run_compaction"] + WRITES + ["run_compaction"] + WRITES)
-    for service, seed in (("clean", 5), ("logcompaction", 6)):
-        out = killed_points(tmp_path / service, run, service, 4, seed)
+def points_for(where: TableLocation, local: int) -> int:
+    return S3_POINTS if where.on_object_store else local
+
+
+def writes(where: TableLocation) -> list[str]:
+    """A block of the templates' writes: half as many in S3, where each point copies the table and
+    every check lists and reads it over HTTP."""
+    return WRITES[:3] if where.on_object_store else WRITES
+
+
+@pytest.mark.parametrize("version,kind", KILL_RUNS)
+def test_kill_9_clean_and_log_compaction_at_random_points(tmp_path, request, version, kind):
+    where = location(kind, tmp_path, request)
+    w = writes(where)
+    run = template(where, tmp_path, 21, version, w + ["run_compaction"] + w + ["run_compaction"] + w)
+    # in S3 the log compaction's kills are left to the model-based run there (its crashes are in-process)
+    for service, seed in (("clean", 5), ("logcompaction", 6))[:1 if where.on_object_store else 2]:
+        out = killed_points(where, run, service, points_for(where, 4), seed)
         assert out["results"] and out["results"][0]["status"] == "done", out["results"]
-        recover_and_check(run, out, service)
+        recover_and_check(where, run, out, service)
 
 
-def test_kill_9_rollback_of_a_failed_write_at_random_points(tmp_path):
-    run = template(tmp_path, 22, 8, WRITES + ["run_compaction"] + WRITES + ["failed_write"])
-    out = killed_points(tmp_path, run, "rollback", 5, 7)
+@pytest.mark.parametrize("kind", LOCATIONS)
+def test_kill_9_rollback_of_a_failed_write_at_random_points(tmp_path, request, kind):
+    where = location(kind, tmp_path, request)
+    run = template(where, tmp_path, 22, 8, writes(where) + ["run_compaction"] + writes(where) + ["failed_write"])
+    out = killed_points(where, run, "rollback", points_for(where, 5), 7)
     assert [r["status"] for r in out["results"]] == ["done"]
-    recover_and_check(run, out, "rollback")
+    recover_and_check(where, run, out, "rollback")
+
+
+@pytest.mark.parametrize("kind", LOCATIONS)
+def test_kill_9_compaction_at_random_points(tmp_path, request, kind):
+    """Compaction with its file groups compacted in the killed process (``in_process``), so the
+    points include the new base files' creates as well as the plan's and the commit's."""
+    where = location(kind, tmp_path, request)
+    run = template(where, tmp_path, 23, 8, writes(where) + ["run_compaction"] + writes(where))
+    out = killed_points(where, run, "compaction-in-process", points_for(where, 3), 8)
+    assert [r["status"] for r in out["results"]] == ["done"]
+    recover_and_check(where, run, out, "compaction-in-process")
+
+
+@pytest.mark.parametrize("kind", LOCATIONS)
+def test_kill_9_write_at_random_points(tmp_path, request, kind):
+    """A writer (eager rollback of the failed write the template ends with, then a delta commit)
+    killed at seeded points: its rows count only once its commit completed; recovery and the
+    write run again give the model with the batch."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from model_state_machine import SCHEMA, make_batch
+
+    where = location(kind, tmp_path, request)
+    run = template(where, tmp_path, 24, 8, writes(where) + ["run_compaction"] + writes(where) + ["failed_write"])
+    batch = make_batch(random.Random(24), run.model, "upsert")
+    input_file = tmp_path / "batch.parquet"
+    pq.write_table(pa.Table.from_pylist(batch, schema=SCHEMA), input_file)
+    out = killed_points(where, run, "write", points_for(where, 3), 9, str(input_file))
+    assert out["results"][-1]["status"] == "done"
+    recover_and_check(where, run, out, "write", written=batch)
 
 
 # =============================================================================================

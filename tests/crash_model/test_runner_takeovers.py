@@ -1,12 +1,18 @@
 """The runner's "takeovers" count (issue #24, item 7): jobs taken from a holder whose lease expired
 (a dead or stalled worker), not jobs another worker gave back (a busy or failed job's lease is
-released on purpose, and taking it next is no takeover).  No Spark: the job is a pending clean."""
+released on purpose, and taking it next is no takeover).  No Spark: the job is a pending clean.
+
+Each case runs on local files and on S3 (moto): there a lease's grant is an exclusive create and
+its renewal a replace of objects under ``.hoodie/``, the table lock is the storage-based lock
+(conditional writes), and the runner reaches the table with the endpoint and credentials from its
+environment (``AWS_*``), as a deployed runner does."""
 
 from __future__ import annotations
 
 import io
 import time
 
+import pytest
 from table_builders import compact_by_hand
 from tablesvc.config import build_config
 from tablesvc.demo.sample_table import build_sample_table
@@ -16,10 +22,21 @@ from tablesvc.services.result import Status
 from tablesvc.api import Table
 from timeline.clock import ManualClock
 from timeline.lease import LeaseStore
+from table_locations import LOCATIONS, location
 
 
-def table_with_a_pending_clean(path) -> tuple[Table, str]:
-    table = build_sample_table(str(path), rows=60, table_version=8).table
+@pytest.fixture(params=LOCATIONS)
+def table_path(request, tmp_path, monkeypatch) -> str:
+    """Where the case's table goes: ``tmp_path/t``, or a fresh prefix of the S3 endpoint, whose
+    settings go into this process's environment (the runner opens tables by path alone)."""
+    where = location(request.param, tmp_path, request)
+    for name, value in where.env.items():
+        monkeypatch.setenv(name, value)
+    return where.path("t")
+
+
+def table_with_a_pending_clean(path: str) -> tuple[Table, str]:
+    table = build_sample_table(path, rows=60, table_version=8).table
     compact_by_hand(table)
     assert schedule_clean(table, build_config(conf={"hoodie.cleaner.commits.retained": "1"})).status \
         is Status.SCHEDULED
@@ -35,8 +52,8 @@ def one_pass(path, clock: ManualClock) -> tuple[Runner, str]:
     return runner, out.getvalue()
 
 
-def test_a_job_another_worker_released_is_no_takeover(tmp_path):
-    table, job = table_with_a_pending_clean(tmp_path / "t")
+def test_a_job_another_worker_released_is_no_takeover(table_path):
+    table, job = table_with_a_pending_clean(table_path)
     clock = ManualClock(int(time.time() * 1000))
     leases = LeaseStore(table.storage, table.base_path, clock)
     leases.release(leases.acquire(job, "busy-worker", 10_000))     # e.g. it found the job busy
@@ -47,8 +64,8 @@ def test_a_job_another_worker_released_is_no_takeover(tmp_path):
     assert leases.current(job).owner == "this-worker" and leases.is_done(job)
 
 
-def test_a_job_whose_holder_let_its_lease_expire_is_a_takeover(tmp_path):
-    table, job = table_with_a_pending_clean(tmp_path / "t")
+def test_a_job_whose_holder_let_its_lease_expire_is_a_takeover(table_path):
+    table, job = table_with_a_pending_clean(table_path)
     clock = ManualClock(int(time.time() * 1000))
     leases = LeaseStore(table.storage, table.base_path, clock)
     leases.acquire(job, "dead-worker", 5_000)
@@ -58,9 +75,9 @@ def test_a_job_whose_holder_let_its_lease_expire_is_a_takeover(tmp_path):
     assert runner.stats.takeovers == 1 and f"{job}: taken over from dead-worker" in out, out
 
 
-def test_a_job_released_after_its_lease_had_expired_is_no_takeover(tmp_path):
+def test_a_job_released_after_its_lease_had_expired_is_no_takeover(table_path):
     """A slow worker that still held the largest token gives the job back itself: released."""
-    table, job = table_with_a_pending_clean(tmp_path / "t")
+    table, job = table_with_a_pending_clean(table_path)
     clock = ManualClock(int(time.time() * 1000))
     leases = LeaseStore(table.storage, table.base_path, clock)
     lease = leases.acquire(job, "slow-worker", 5_000)

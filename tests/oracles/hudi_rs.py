@@ -55,15 +55,17 @@ def read_table(path: str | Path, as_of: str | None = None,
     return pa.Table.from_batches(batches) if batches else None
 
 
-def read_rows(path: str | Path, as_of: str | None = None) -> list[dict]:
+def read_rows(path: str | Path, as_of: str | None = None,
+              storage_options: dict[str, str] | None = None) -> list[dict]:
     """Every row hudi-rs reads, as dicts, in hudi-rs's (file-slice) order; ``[]`` when none."""
-    table = read_table(path, as_of)
+    table = read_table(path, as_of, storage_options)
     return table.to_pylist() if table is not None else []
 
 
-def sorted_rows(path: str | Path, columns: Sequence[str], as_of: str | None = None) -> list[tuple]:
+def sorted_rows(path: str | Path, columns: Sequence[str], as_of: str | None = None,
+                storage_options: dict[str, str] | None = None) -> list[tuple]:
     """The given columns of every row hudi-rs reads, as tuples, sorted (batch order is not key order)."""
-    return sorted(tuple(r[c] for c in columns) for r in read_rows(path, as_of))
+    return sorted(tuple(r[c] for c in columns) for r in read_rows(path, as_of, storage_options))
 
 
 def rows_by_key(path: str | Path, key: str, value: str) -> dict:
