@@ -11,7 +11,8 @@ a write.  ``prepare_executors(spark)``, once per SparkContext:
    and the versions of the packages tablesvc's tasks need;
 2. raises ``SparkEnvironmentError`` naming each of those packages that is missing or outside
    the versions tablesvc supports, and what to install (they are the user's to install:
-   compiled wheels for the executors' platform);
+   compiled wheels for the executors' platform); ``obstore`` is required only for a job on an
+   object-store table, ``prepare_executors(spark, object_store=True)``;
 3. when the executors cannot import tablesvc, or import other code than the driver runs,
    adds a zip of the driver's ``tablesvc`` and ``timeline`` with ``SparkContext.addPyFile``
    (built once per process, in a temporary folder) and probes again: the zip comes first on
@@ -62,6 +63,10 @@ class Requirement:
 # pyspark and pandas are PySpark's own: its worker checks them.
 REQUIREMENTS = (Requirement("pyarrow", "pyarrow", "14"), Requirement("fastavro", "fastavro", "1.9"),
                 Requirement("numpy", "numpy", "1.24"), Requirement("yaml", "pyyaml", "6"))
+# Needed only by tasks of tables on object stores (tablesvc.storage.object_store imports it lazily):
+# checked when a job on such a table asks (``prepare_executors(spark, object_store=True)``), so
+# executors serving local or mounted tables need not have it.  setup.py pins it (==0.12.1).
+OBJECT_STORE_REQUIREMENTS = (Requirement("obstore", "obstore", "0.12.1", "0.12.2"),)
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -85,7 +90,8 @@ class ProbeReport:
     errors: dict[str, str] = field(default_factory=dict)            # module -> import error
 
 
-def probe_kit(packages: tuple[str, ...] = PACKAGES, modules: tuple[str, ...] = tuple(r.module for r in REQUIREMENTS)):
+def probe_kit(packages: tuple[str, ...] = PACKAGES,
+              modules: tuple[str, ...] = tuple(r.module for r in REQUIREMENTS + OBJECT_STORE_REQUIREMENTS)):
     """(package_files, fingerprint, probe), as nested functions: cloudpickle sends a nested
     function by value, so an executor runs the probe without importing tablesvc (a function of
     this module would be sent by reference and fail to unpickle right where tablesvc is missing).
@@ -208,9 +214,9 @@ def ship_mode() -> str:
     return mode
 
 
-def dependency_problems(report: ProbeReport) -> list[str]:
+def dependency_problems(report: ProbeReport, requirements: tuple[Requirement, ...] = REQUIREMENTS) -> list[str]:
     problems = []
-    for req in REQUIREMENTS:
+    for req in requirements:
         version = report.versions.get(req.module)
         if version is None:
             problems.append(f"{req.distribution} ({report.errors.get(req.module, 'missing')})")
@@ -219,49 +225,58 @@ def dependency_problems(report: ProbeReport) -> list[str]:
     return problems
 
 
-def check_dependencies(report: ProbeReport) -> None:
-    problems = dependency_problems(report)
+def check_dependencies(report: ProbeReport, requirements: tuple[Requirement, ...] = REQUIREMENTS,
+                       what: str = "tablesvc's tasks") -> None:
+    problems = dependency_problems(report, requirements)
     if problems:
-        needed = " ".join(f"'{r.pip_spec()}'" for r in REQUIREMENTS if any(p.startswith(f"{r.distribution} ")
+        needed = " ".join(f"'{r.pip_spec()}'" for r in requirements if any(p.startswith(f"{r.distribution} ")
                                                                              for p in problems))
         raise SparkEnvironmentError(
-            f"the Spark executors' Python {report.python} cannot run tablesvc's tasks: {'; '.join(problems)}; "
+            f"the Spark executors' Python {report.python} cannot run {what}: {'; '.join(problems)}; "
             f"install them there (pip install {needed}) or point PYSPARK_PYTHON / spark.pyspark.python at a "
             "Python that has them")
 
 
-_READY: set[str] = set()      # applicationIds of the SparkContexts whose executors passed
+_READY: dict[str, ProbeReport] = {}   # applicationId of each SparkContext whose executors passed -> their probe
 _LOCK = threading.Lock()
 
 
-def prepare_executors(spark):
+def prepare_executors(spark, *, object_store: bool = False):
     """``spark``, once its executors are known to run tablesvc's tasks (see the module doc);
     the first call per SparkContext costs a probe job (two when the code is shipped), later
-    ones a set lookup.  Raises ``SparkEnvironmentError`` (exit 2) before any table change."""
+    ones a dict lookup.  ``object_store``: the job reads or writes a table on an object store, so
+    the executors must also have ``obstore`` (``OBJECT_STORE_REQUIREMENTS``; the probe has already
+    asked).  Raises ``SparkEnvironmentError`` (exit 2) before any table change."""
     sc = spark.sparkContext
     key = sc.applicationId
-    if key in _READY:
-        return spark
-    with _LOCK:
-        if key in _READY:
-            return spark
-        expected, _files = local_code()
-        report = run_probe(spark)
-        check_dependencies(report)
-        if report.fingerprint != expected:
-            if ship_mode() == "off":
-                raise SparkEnvironmentError(
-                    f"the Spark executors' Python {report.python} {_code_problem(report)}; install this "
-                    f"tablesvc there, or unset {SHIP_CODE_VARIABLE} (now off) so that tablesvc ships its code "
-                    "with SparkContext.addPyFile")
-            sc.addPyFile(code_zip())
-            report = run_probe(spark)
-            if report.fingerprint != expected:
-                raise SparkEnvironmentError(f"the Spark executors' Python {report.python} "
-                                            f"{_code_problem(report)}, even after tablesvc shipped its code "
-                                            f"({code_zip()}) with SparkContext.addPyFile")
-        _READY.add(key)
+    report = _READY.get(key)
+    if report is None:
+        with _LOCK:
+            report = _READY.get(key) or _checked_probe(spark)
+            _READY[key] = report
+    if object_store:
+        check_dependencies(report, OBJECT_STORE_REQUIREMENTS, "tablesvc's tasks on object-store tables")
     return spark
+
+
+def _checked_probe(spark) -> ProbeReport:
+    sc = spark.sparkContext
+    expected, _files = local_code()
+    report = run_probe(spark)
+    check_dependencies(report)
+    if report.fingerprint != expected:
+        if ship_mode() == "off":
+            raise SparkEnvironmentError(
+                f"the Spark executors' Python {report.python} {_code_problem(report)}; install this "
+                f"tablesvc there, or unset {SHIP_CODE_VARIABLE} (now off) so that tablesvc ships its code "
+                "with SparkContext.addPyFile")
+        sc.addPyFile(code_zip())
+        report = run_probe(spark)
+        if report.fingerprint != expected:
+            raise SparkEnvironmentError(f"the Spark executors' Python {report.python} "
+                                        f"{_code_problem(report)}, even after tablesvc shipped its code "
+                                        f"({code_zip()}) with SparkContext.addPyFile")
+    return report
 
 
 def _code_problem(report: ProbeReport) -> str:

@@ -22,18 +22,19 @@ FileGroupWork = Callable[[Storage, Any, Any, str], WriteStat]
 StatsByPartition = dict[str, list[WriteStat]]
 
 
-def spark_session(spark):
+def spark_session(spark, object_store: bool = False):
     """``spark`` may be a SparkSession, a function returning one (started lazily) or None; the
-    session comes back with its executors checked (``executor_env.prepare_executors``)."""
+    session comes back with its executors checked (``executor_env.prepare_executors``; with
+    ``object_store``, for tasks on an object-store table: obstore too)."""
+    from tablesvc.spark.executor_env import prepare_executors
+
     if spark is None:
         from tablesvc.spark.session import get_spark
 
-        return get_spark()
-    from tablesvc.spark.executor_env import prepare_executors
-
-    if callable(spark) and not hasattr(spark, "sparkContext"):
-        return prepare_executors(spark())
-    return prepare_executors(spark)
+        spark = get_spark()
+    elif callable(spark) and not hasattr(spark, "sparkContext"):
+        spark = spark()
+    return prepare_executors(spark, object_store=object_store)
 
 
 def _task_runner(ctx, work: FileGroupWork, groups: Sequence[bytes], counters=None):
@@ -81,7 +82,7 @@ def run_file_group_tasks(table, ctx, tasks: Sequence[Any], work: FileGroupWork, 
 
     from tablesvc.spark.progress import phase, task_counters
 
-    session = spark_session(spark)
+    session = spark_session(spark, object_store=ctx.storage is not None)
     try:
         packed = pack_tasks(session, list(tasks), [task_weight(t) for t in tasks])
         runner = _task_runner(ctx, work, packed.groups, task_counters(session))

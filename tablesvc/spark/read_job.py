@@ -20,6 +20,7 @@ from tablesvc.spark.executor_env import prepare_executors
 from tablesvc.spark.progress import TaskCounters, expect_file_groups, task_counters
 from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import task_storage
+from tablesvc.storage.object_store import is_object_store_url
 from timeline.time_travel import resolve_as_of
 
 
@@ -139,7 +140,7 @@ def read_dataframe(spark, table, as_of: str | None = None, columns: tuple[str, .
 def read_table(spark, table, as_of: str | None = None, columns: tuple[str, ...] | None = None, *,
                native: bool = True) -> TableRead:
     """``read_dataframe``, with the read's exact Arrow schema."""
-    prepare_executors(spark)
+    prepare_executors(spark, object_store=is_object_store_url(table.base_path))
     plan = plan_read(table, as_of, columns, native=native)
     schema = spark_schema(plan.context)
     parts = []

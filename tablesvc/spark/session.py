@@ -71,10 +71,15 @@ def get_spark(profile: str | None = None, overrides: Mapping[str, str] | None = 
     if quiet:
         send_jvm_output_to_log()
     conf = session_conf(profile, overrides)
-    if conf.get("spark.master", "").startswith("local"):
+    if "spark.pyspark.python" in conf:
+        # PySpark started from Python (not spark-submit) takes the executors' Python from
+        # PYSPARK_PYTHON only: without this a cluster's executors ignore the profile's key and start
+        # `python3` from their PATH.  The key wins over the variable, as with spark-submit.
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+    elif conf.get("spark.master", "").startswith("local"):
         # Local Python workers must run the driver's interpreter (the one with pyarrow).
         # PySpark reads PYSPARK_PYTHON when it starts the context.
-        os.environ.setdefault("PYSPARK_PYTHON", conf.get("spark.pyspark.python", sys.executable))
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -59,6 +59,7 @@ from tablesvc.spark.write_groups import (FG_COLUMN, GROUP_COLUMN, consecutive_gr
                                          split_file_groups, write_partitions)
 from tablesvc.spark.worker_heap import freeze_worker_heap
 from tablesvc.storage import storage_for_tasks, task_storage
+from tablesvc.storage.object_store import is_object_store_url
 from tablesvc.table.config import MergeMode
 from tablesvc.table.writable import WRITE, require_writable
 from tablesvc.table.meta_fields import PARTITION_PATH as PARTITION
@@ -579,8 +580,9 @@ def prepare_write(table, df, operation: str | Operation = Operation.UPSERT, *,
         log_block_format = registered_value(config, "hoodie.logfile.data.block.format")
 
     # The executors must run this write's tasks (tablesvc's code shipped to them if they lack
-    # it): known before the first table change, not from a task failing mid-write.
-    prepare_executors(spark)
+    # it, and obstore for a table on an object store): known before the first table change, not
+    # from a task failing mid-write.
+    prepare_executors(spark, object_store=is_object_store_url(table.base_path))
     return PreparedWrite(table=table, table_config=cfg, df=df, op=op, started=started, config=config, data_schema=data_schema,
                          data_columns=data_columns, key_spec=key_spec, bucket=bucket, jvm_route=jvm_route,
                          log_block_format=log_block_format)
