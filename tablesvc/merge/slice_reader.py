@@ -73,20 +73,22 @@ def _storage(storage: Storage | None, ctx: ReadContext) -> Storage:
 
 
 def _open_parquet(storage: Storage, path: str, files: ExitStack,
-                  columns: Sequence[str] | None = None) -> pq.ParquetFile:
-    """``path`` as a ParquetFile reading from an open handle (closed with ``files``); storages
-    without ``open_read`` are read whole into memory.  Of ``columns``, those that
+                  columns: Sequence[str] | None = None) -> tuple[pq.ParquetFile, pa.NativeFile]:
+    """``path`` as a ParquetFile reading from an open handle (closed with ``files``), and that handle;
+    storages without ``open_read`` are read whole into memory.  Of ``columns``, those that
     ``dictionary_read_columns`` picks come back dictionary-encoded (``MergedSlice`` decodes them
     after the merge)."""
     try:
         open_read = getattr(storage, "open_read", None)
         source = files.enter_context(open_read(path)) if open_read else pa.BufferReader(storage.read_bytes(path))
+        if not isinstance(source, pa.NativeFile):
+            source = pa.PythonFile(source, mode="r")
         pf = pq.ParquetFile(source, pre_buffer=False, buffer_size=_READ_BUFFER)
         by_dictionary = dictionary_read_columns(pf, columns or ())
         if by_dictionary:
             pf = pq.ParquetFile(source, metadata=pf.metadata, pre_buffer=False, buffer_size=_READ_BUFFER,
                                 read_dictionary=by_dictionary)
-        return pf
+        return pf, source
     except (pa.ArrowException, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
@@ -204,7 +206,7 @@ def _base_batches(storage: Storage, path: str, schema: pa.Schema, log: LogSide, 
     each batch's keys (None when the log side has nothing to merge)."""
     # The key and ordering columns are compared while merging: they are read as plain arrays.
     compared = {log.record_key_field, log.ordering_field}
-    pf = _open_parquet(storage, path, files, [n for n in schema.names if n not in compared])
+    pf, source = _open_parquet(storage, path, files, [n for n in schema.names if n not in compared])
     present = _present(pf, schema)
     if log.passthrough:
         batches = pf.iter_batches(batch_size=batch_rows, columns=present, use_threads=_READ_THREADS)
@@ -215,9 +217,11 @@ def _base_batches(storage: Storage, path: str, schema: pa.Schema, log: LogSide, 
     chunk_rows = max(KEY_CHUNK_ROWS, LOOKUP_CHUNK_FACTOR * len(log.lookup))
     key_batches = None
     if key in present:
-        # A second reader over its own handle reads the key column alone, for the chunked lookups.
-        key_batches = _open_parquet(storage, path, files).iter_batches(batch_size=batch_rows, columns=[key],
-                                                                      use_threads=_READ_THREADS)
+        # A second reader reads the key column alone, for the chunked lookups.  It shares the first
+        # one's handle and footer (every read seeks first): on an object store the file is fetched once.
+        key_batches = pq.ParquetFile(source, metadata=pf.metadata, pre_buffer=False,
+                                     buffer_size=_READ_BUFFER).iter_batches(batch_size=batch_rows, columns=[key],
+                                                                            use_threads=_READ_THREADS)
     key_slots = _KeySlots(key_batches, chunk_rows, log, schema.field(key).type, pf.metadata.num_rows)
     others = [n for n in present if n != key]
     if not others:

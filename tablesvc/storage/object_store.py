@@ -10,6 +10,8 @@ URLs (``s3://bucket/key``; ``s3a://`` is the same store).  What each call become
 * ``write_replace``: one plain PUT (single part: atomic, never a partial upload left behind).
 * ``discard_partial``: nothing to discard, since no multipart upload is ever started; ``[]``.
 * ``list_dir`` / ``list_names``: one LIST with delimiter; common prefixes come back as folders.
+* ``read_bytes``: one GET.  ``open_read``: one GET of the object's last ``WHOLE_READ_MAX`` bytes
+  (the whole object when no larger; no HEAD), then ranged GETs for the rest of a larger one.
 * ``stat`` / ``exists``: HEAD; a key that is no object but a prefix of some is a folder.
 * ``makedirs``: nothing (object stores have no folders).
 
@@ -240,13 +242,38 @@ def _mapped(e: BaseException, op: str, url: str) -> BaseException:
     return StorageError(f"{op} {url}: {type(e).__name__}: {_first_line(e)}")
 
 
-class _ObjectReader(io.RawIOBase):
-    """A seekable binary file over an obstore ``ReadableFile`` (ranged GETs), which pyarrow reads;
-    obstore's own object has no ``closed`` and returns ``Bytes``."""
+# Objects up to this size are read whole, by one GET: a parquet reader touches most of such a file
+# anyway (the merge reads every column; Hudi's footers, with their bloom filter, are often most of a
+# small file), and each request costs an object store's first-byte latency (tens of ms on S3), in
+# the order of what a few MiB take to arrive, so ranged reads of such a file would cost more
+# requests and no less time.  The GET asks for the object's last WHOLE_READ_MAX bytes (a
+# suffix range), which is the whole object when it is no larger: no HEAD is needed to learn the size.
+# A larger object keeps that tail in memory (the parquet footer and the last column chunks are in
+# it) and reads the rest by ranged GETs; an open file thus holds at most WHOLE_READ_MAX bytes.
+WHOLE_READ_MAX = 8 << 20
+# Stores asked for a suffix range.  Azure is not (its support of one varies): there a HEAD gives the
+# size first, then the same rule applies.
+_SUFFIX_RANGE_FAMILIES = {"s3", "gcs"}
 
-    def __init__(self, inner, url: str):
-        self._inner = inner
+
+def _refused_range(e: BaseException, key: str) -> bool:
+    text = str(e).replace(key, "").lower()      # not the key's own words
+    return "416" in text or "range" in text or "partial" in text
+
+
+class _RangedObjectReader(io.RawIOBase):
+    """A seekable binary file over one object, which pyarrow reads: the object's last bytes held in
+    memory (``tail``), any other bytes fetched by one ranged GET per ``read`` of exactly the bytes
+    asked for (pyarrow reads a buffer's worth at a time), so nothing is buffered twice."""
+
+    def __init__(self, store, key: str, url: str, size: int, tail: bytes):
+        self._store = store
+        self._key = key
         self._url = url
+        self._size = size
+        self._tail = tail
+        self._tail_start = size - len(tail)
+        self._pos = 0
 
     def readable(self) -> bool:
         return True
@@ -254,38 +281,50 @@ class _ObjectReader(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        import obstore
+
         try:
-            data = self._inner.read(len(buffer))
+            return bytes(obstore.get_range(self._store, self._key, start=start, end=end))
         except Exception as e:
             raise _mapped(e, "read", self._url) from None
-        n = len(data)
-        memoryview(buffer).cast("B")[:n] = memoryview(data)
-        return n
 
     def read(self, size: int = -1) -> bytes:
-        try:
-            return bytes(self._inner.read(size) if size is not None and size >= 0 else self._inner.read())
-        except Exception as e:
-            raise _mapped(e, "read", self._url) from None
+        start = min(self._pos, self._size)
+        end = self._size if size is None or size < 0 else min(self._size, start + size)
+        if start >= end:
+            return b""
+        if start >= self._tail_start:
+            data = self._tail[start - self._tail_start:end - self._tail_start]
+        elif end <= self._tail_start:
+            data = self._fetch(start, end)
+        else:
+            data = self._fetch(start, self._tail_start) + self._tail[:end - self._tail_start]
+        self._pos = start + len(data)
+        return data
 
     def readall(self) -> bytes:
         return self.read(-1)
 
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[:len(data)] = data
+        return len(data)
+
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self._inner.seek(offset, whence)
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise OSError(errno.EINVAL, "seek before the start of the object", self._url)
+        self._pos = base + offset
+        return self._pos
 
     def tell(self) -> int:
-        return self._inner.tell()
-
-    @property
-    def size(self) -> int:
-        return self._inner.size
-
-    def close(self) -> None:
-        if not self.closed:
-            self._inner.close()
-        super().close()
+        return self._pos
 
 
 class ObjectStorage:
@@ -337,14 +376,35 @@ class ObjectStorage:
             raise _mapped(e, "read", path) from None
 
     def open_read(self, path: str) -> BinaryIO:
+        """The object as a seekable binary file: read whole by one GET up to ``WHOLE_READ_MAX`` bytes
+        (a ``BytesIO``), else its tail by that GET and the rest by ranged GETs (``_RangedObjectReader``)."""
         import obstore
 
         store, target = self._locate(path, "open")
+        result = None
+        if SCHEMES[target.scheme] in _SUFFIX_RANGE_FAMILIES:
+            try:
+                result = obstore.get(store, target.key, options={"range": {"suffix": WHOLE_READ_MAX}})
+            except Exception as e:
+                # An empty object has no suffix to give: S3 answers 416 InvalidRange, moto a 200 that
+                # object_store refuses as "not partial".  Its size is asked for then; any other
+                # failure (retries exhausted, access denied, absent) is the open's.
+                if not _refused_range(e, target.key):
+                    raise _mapped(e, "open", path) from None
         try:
-            inner = obstore.open_reader(store, target.key)
+            if result is None:
+                size = int(obstore.head(store, target.key)["size"])
+                if size == 0:
+                    return io.BytesIO(b"")
+                result = obstore.get(store, target.key, options={"range": {"offset": size - WHOLE_READ_MAX}}
+                                     if size > WHOLE_READ_MAX else None)
+            size = int(result.meta["size"])
+            tail = bytes(result.bytes())
         except Exception as e:
             raise _mapped(e, "open", path) from None
-        return io.BufferedReader(_ObjectReader(inner, path), buffer_size=1 << 20)
+        if len(tail) == size:
+            return io.BytesIO(tail)
+        return _RangedObjectReader(store, target.key, path, size, tail)
 
     # -- writes -----------------------------------------------------------------------------------
     def _create(self, path: str, body, op: str) -> None:
