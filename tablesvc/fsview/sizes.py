@@ -42,6 +42,12 @@ def file_sizes(storage: Storage, folder: str, names: Iterable[str]) -> list[int 
         # ``timeline.storage.FileInfo`` and the second ``isdir`` stat that ``Storage.stat`` makes
         # per file.
         return _local_sizes(folder[len("file://"):] if folder.startswith("file://") else folder, names)
+    names = list(names)
+    if getattr(storage, "listing_gives_sizes", False) and len(names) > 1:
+        # An object store's LIST carries every object's size: one request per thousand files of the
+        # folder instead of a HEAD per file asked about.
+        listed = {info.name: info.size for info in storage.list_dir(folder) if not info.is_dir}
+        return [listed.get(name) for name in names]
     out: list[int | None] = []
     for name in names:
         try:

@@ -336,6 +336,9 @@ class ObjectStorage:
     are no credential: a process that unpickles it takes its credentials from its own environment.
     """
 
+    # A LIST answers each object's size too (``fsview.sizes`` lists a folder instead of a HEAD per file).
+    listing_gives_sizes = True
+
     def __init__(self, options: Mapping[str, str] | None = None, *, credentials_travel: bool = False):
         self._options = tuple(sorted(normalize_options(options).items()))
         self._credentials_travel = credentials_travel

@@ -106,3 +106,26 @@ def test_open_read_reads_whole_or_by_ranges_the_same_bytes(s3_endpoint, monkeypa
         assert (counters.requests, counters.response_bytes) == (1, size)
     else:   # the tail; then read(), read(2000) and read(size) each reach below the tail once
         assert counters.of("HEAD").requests == 0 and counters.of("GET").requests == 4
+
+
+def test_the_file_system_view_on_s3_sizes_files_from_the_listing_not_a_head_per_file(s3_endpoint, tmp_path):
+    """Without a metadata table the view lists each partition and sizes the visible files: on S3
+    the LIST answers the sizes, so the view costs no HEAD per file, and its sizes are the local copy's."""
+    from fixture_tables import copy_table
+
+    name = "v6_trips_8i1u"      # no metadata table: the view lists storage
+    _, root = copy_table_to_s3(s3_endpoint, name, "sizes")
+    local = Table.open(str(copy_table(TABLES_DIR / name, tmp_path)))
+    table = Table.open(root, options=s3_endpoint.options())
+    table.timeline()
+    s3_endpoint.reset_counters()
+    slices = table.latest_file_slices()
+    heads = s3_endpoint.counters().of("HEAD").requests
+
+    def sizes(file_slices):
+        return sorted((s.file_id, s.base_file.size if s.base_file else None, tuple(f.size for f in s.log_files))
+                      for s in file_slices)
+
+    files = sum(1 + len(s.log_files) for s in slices)
+    assert files > 2 and heads < files, (heads, files)
+    assert sizes(slices) == sizes(local.latest_file_slices())
