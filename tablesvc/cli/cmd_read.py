@@ -8,6 +8,8 @@ from tablesvc.cli.output import add_quiet_option, print_table, say
 from tablesvc.spark.errors import translate_task_error
 from tablesvc.spark.progress import phase as progress_phase
 from tablesvc.api import Table
+from tablesvc.errors import InvalidInputError
+from tablesvc.storage.object_store import is_object_store_url
 from timeline.time_travel import resolve_as_of
 
 SHOW_ROWS = 20
@@ -37,6 +39,12 @@ def write_output(read, output: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output and is_object_store_url(args.output):
+        # Spark's writer would need Hadoop's S3A jars, and the path would become a local folder
+        # named "s3:": refused before anything runs.  A local --output on a cluster must be a
+        # file system every node mounts (docs/cluster.md).
+        raise InvalidInputError(f"--output {args.output}: writing the read to an object store is not supported; "
+                                "give a local or shared file system path")
     table = Table.open(args.path, options=getattr(args, "storage_options", None))
     table.metadata_enabled = bool(args.service_config.get("hoodie.metadata.enable"))  # --conf may switch it off
     as_of = None

@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
         return get_spark(args.spark_profile, args.service_config.as_dict(), quiet=not args.debug)
 
-    runner = Runner(list(args.paths), settings, conf_pairs=args.conf, config_file=args.config, spark=spark)
+    runner = Runner(list(args.paths), settings, conf_pairs=args.conf, config_file=args.config, spark=spark,
+                    storage_options=getattr(args, "storage_options", None))
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())
     say(f"[{settings.owner}] runner started on {len(args.paths)} table(s): lease {args.lease_seconds:g} s, "
         f"poll {args.poll_seconds:g} s{', one pass' if args.once else ''}")

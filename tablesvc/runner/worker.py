@@ -72,8 +72,10 @@ class Runner:
     """Services the tables at ``paths`` until stopped (or for one pass)."""
 
     def __init__(self, paths: list[str], settings: RunnerSettings, *, conf_pairs=(), config_file=None,
-                 spark: Callable[[], Any] | None = None, clock: Clock | None = None, out: TextIO | None = None):
+                 spark: Callable[[], Any] | None = None, clock: Clock | None = None, out: TextIO | None = None,
+                 storage_options: dict[str, str] | None = None):
         self.paths = paths
+        self.storage_options = storage_options      # the tables' object-store settings (``--conf fs.s3a.*``)
         self.settings = settings
         self.conf_pairs = tuple(conf_pairs)
         self.config_file = config_file
@@ -121,7 +123,7 @@ class Runner:
                            table_path=table.base_path)
 
     def _poll_table(self, path: str) -> None:
-        table = Table.open(path, clock=self.clock)
+        table = Table.open(path, clock=self.clock, options=self.storage_options)
         config = self._config(table)
         for result in schedule_due(table, config):
             if result.status is Status.SCHEDULED:

@@ -438,8 +438,12 @@ class ObjectStorage:
                 continue
             if attributes.get(WRITER_ATTRIBUTE) == token:
                 return
-            break
-        raise _mapped(lost, op, path) from None
+            raise _mapped(lost, op, path) from None     # another writer's object: a lost race
+        # Never an object, only conflicts: a conditional write of the key (perhaps our own first PUT,
+        # which obstore retried) is still in flight and may yet land, so the outcome is unknown,
+        # not lost (``StorageError``: a caller must not undo what depends on it).
+        raise StorageError(f"{op} {path}: conditional writes of the key kept conflicting (409) and no object "
+                           f"is there yet after {_CREATE_ATTEMPTS} attempts: outcome unknown")
 
     def write_new(self, path: str, data: bytes) -> None:
         self._create(path, bytes(data), "create")

@@ -14,6 +14,7 @@ import pytest
 from s3_server import copy_table_to_s3
 
 from tablesvc.cli.main import main
+from timeline.instant import Action
 
 pytestmark = pytest.mark.s3
 
@@ -156,3 +157,30 @@ def test_an_unsupported_scheme_is_exit_2(capsys):
         rc, out, err = run(capsys, *argv)
         assert rc == 2, err
         assert len(err.strip().splitlines()) == 1 and "unsupported scheme" in err
+
+
+def test_the_runner_reaches_s3_with_keys_from_conf_only(s3_endpoint, capsys):
+    """``tablesvc run`` opens its tables with the ``--conf`` storage keys (no ``AWS_*``): its clean on
+    the S3 copy deletes what the same clean deletes on a local copy."""
+    root = copy_fixture(s3_endpoint)
+    rc, out, err = run(capsys, "run", root, "--once", "--json",
+                       *s3a_conf(s3_endpoint, **{"hoodie.cleaner.commits.retained": "1"}))
+    assert rc == 0, err
+    assert "Forbidden" not in err and "error" not in err.lower(), err
+    from tablesvc.api import Table
+
+    table = Table.open(root, options=s3_endpoint.options())
+    assert table.timeline().completed(Action.CLEAN), out
+
+
+def test_read_output_to_an_object_store_is_refused_before_spark_starts(s3_endpoint, capsys, monkeypatch):
+    import tablesvc.spark.session as session
+
+    def no_spark(*_a, **_k):
+        raise AssertionError("Spark was started")
+    monkeypatch.setattr(session, "get_spark", no_spark)
+    root = copy_fixture(s3_endpoint)
+    rc, out, err = run(capsys, "read", root, "--output", f"s3://{s3_endpoint.bucket}/exported/rows",
+                       *s3a_conf(s3_endpoint))
+    assert rc == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "--output s3://" in err, err

@@ -82,6 +82,19 @@ def test_a_completion_without_answer_is_not_undone(tmp_path, monkeypatch, lands)
     assert sorted(r["_hoodie_record_key"] for r in read_rows(path)) == before
 
 
+def test_a_failure_after_the_completed_file_landed_never_undoes_the_completed_instant(tmp_path, monkeypatch):
+    """The storage lock found lost when the hold ends (``LockHeldError``, raised after the
+    completed file was written): the error reaches the caller, the completed instant keeps its files."""
+    from timeline.errors import LockHeldError
+
+    path = copy_table(TABLES_DIR / FIXTURE, tmp_path)
+    table = Table.open(str(path))
+    ts, data_file = _run(table, monkeypatch, LockHeldError("the table lock was lost while held"), lands=True)
+    state = table.timeline().get(ts)
+    assert state is not None and state.state is State.COMPLETED
+    assert table.storage.exists(data_file)
+
+
 def test_a_completion_known_not_to_have_written_is_still_aborted(tmp_path, monkeypatch):
     path = copy_table(TABLES_DIR / FIXTURE, tmp_path)
     table = Table.open(str(path))

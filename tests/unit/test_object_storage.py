@@ -218,6 +218,10 @@ def test_an_already_exists_answer_with_no_object_there_is_asked_again(s3_endpoin
     with pytest.raises(FileExistsError, match="instant.requested"):   # now an object is there: lost
         storage.write_new(f"{root}/instant.requested", b"other")
     assert storage.read_bytes(f"{root}/instant.requested") == b"plan"
+    conflicts["left"] = module._CREATE_ATTEMPTS      # conflicts all the way, never an object: unknown, not lost
+    with pytest.raises(StorageError, match="outcome unknown"):
+        storage.write_new(f"{root}/other.requested", b"x")
+    assert not storage.exists(f"{root}/other.requested")
 
 
 def test_the_task_form_carries_the_options_credentials_included(s3_endpoint):

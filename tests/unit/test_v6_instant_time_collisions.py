@@ -408,3 +408,35 @@ def test_a_plan_the_timeline_shows_as_the_0x_write_is_still_a_runner_job_and_is_
     (done,) = run_log_compaction(Table.open(table.base_path, clock=clock))
     assert done.status is Status.DONE and done.instant != t, done.render()
     _rows_agree(table, expected)
+
+
+def test_a_v6_compaction_whose_completion_is_unknown_keeps_its_files_beside_a_foreign_instant(tmp_path, monkeypatch):
+    """A v6 compaction at a time a completed Hudi 0.x instant also has, whose completed file landed
+    but whose answer did not come (``StorageError``): its base files are not abandoned."""
+    from timeline.errors import StorageError
+    from timeline.instant import State
+    from timeline.transitions import TimelineWriter
+
+    clock = HookClock()
+    table = v6_table(tmp_path, clock)
+    _two_log_blocks(table)
+    c = schedule_compaction(table, force=True).instant
+    java = JavaWrite(table, c, c)
+    clock.hook = java.start
+    clock.armed = lambda: table.storage.exists(join(table.base_path, ".hoodie", f"{c}.compaction.inflight"))
+    with pytest.raises(InstantTimeCollision):
+        run_compaction(table, c, in_process=True)
+    java.commit()
+    real = TimelineWriter._write_new
+
+    def landed_without_answer(writer, instant, payload):
+        real(writer, instant, payload)
+        if instant.timestamp == c and instant.state is State.COMPLETED and ".hoodie/metadata" not in writer.base_path:
+            raise StorageError(f"create {instant.file_name()}: timed out")
+
+    monkeypatch.setattr(TimelineWriter, "_write_new", landed_without_answer)
+    with pytest.raises(StorageError):
+        run_compaction(Table.open(table.base_path, clock=clock), c, in_process=True)
+    assert f"{c}.commit" in _timeline_names(table, c)
+    assert [n for n in table.storage.list_names(join(table.base_path, java.partition))
+            if c in n and n.endswith(".parquet")], "the completed compaction's base files were abandoned"

@@ -163,7 +163,8 @@ class InstantLifecycle:
             if rules.on_failure is OnFailure.ABORT and not (self._committed or self._aborted
                                                             or self._completion_unknown):
                 self.abort()
-            elif not (self._committed or self._aborted) and self._own_files and self._shares_time(started.instant.timestamp):
+            elif not (self._committed or self._aborted or self._completion_unknown) and self._own_files \
+                    and self._shares_time(started.instant.timestamp):
                 # v6: another writer's instant has this time; once it completes, every file named
                 # with the time counts as committed to a reader, so this run's go now (a rollback
                 # later would read that writer's markers as this run's too)
@@ -312,6 +313,19 @@ class InstantLifecycle:
                     and self._state_now(self.inflight.timestamp) is State.COMPLETED):
                 return None
             raise
+        except BaseException:
+            # Raised once the completed file may be written (the storage lock found lost when the
+            # hold ends, a signal): a completed instant is never undone, and one whose state cannot
+            # be read now is left as a killed process leaves it.
+            try:
+                completed = self._state_now(inflight.timestamp) is State.COMPLETED
+            except Exception:
+                completed = None
+            if completed:
+                self._committed = True
+            elif completed is None:
+                self._completion_unknown = True
+            raise
         self._committed = True
         if self.rules.markers is Markers.AT_COMMIT:
             if self._shares_time(inflight.timestamp):
@@ -325,6 +339,11 @@ class InstantLifecycle:
         A process killed before this leaves the instant pending for a rollback to undo the same
         way."""
         storage, base, ts = self.table.storage, self.table.base_path, self.inflight.timestamp
+        if self._state_now(ts) is State.COMPLETED:
+            # the completed file landed after all (a commit whose failure came after its write):
+            # its files are the table's now, nothing is undone
+            self._committed = True
+            return
         if writes_metadata_table(self.table.config):
             # the commit may have completed the metadata table's delta commit T and then failed
             # to write T's completed file: T's metadata goes first, while T is still pending
