@@ -105,9 +105,27 @@ $(HUDI_VENV_STAMP): $(HUDI_ENV)
 	$(HUDI_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$$TABLESVC_HUDI_PYSPARK"
 	@touch $@
 
+# Java Hudi on S3 (issue #28): Hadoop's S3A connector for the Hadoop inside $(HUDI_VENV)'s pyspark, with its
+# AWS SDK (tests/interop_java/s3a-jars.pom.xml), copied once into $(HUDI_CACHE)/s3a; $(HUDI_S3A_ENV) lists the
+# jars (delete it to resolve again).  A failure is one line and leaves the file absent: the rest of the tier
+# runs, and the S3 scenarios fail naming what is missing.
+HUDI_S3A_ENV := $(HUDI_CACHE)/s3a.env
+
+$(HUDI_S3A_ENV): $(HUDI_VENV_STAMP)
+	@api=$$(ls $(HUDI_VENV)/lib/python*/site-packages/pyspark/jars/hadoop-client-api-*.jar 2>/dev/null | head -1); \
+	hadoop=$${api##*/hadoop-client-api-}; hadoop=$${hadoop%.jar}; \
+	if [ -z "$$api" ]; then echo "interop: no hadoop-client-api jar in $(HUDI_VENV)'s pyspark: Java Hudi gets no S3A connector"; exit 0; fi; \
+	rm -rf $(HUDI_CACHE)/s3a; \
+	if mvn -B -q -f tests/interop_java/s3a-jars.pom.xml org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies \
+	     -Dhadoop.version=$$hadoop -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(HUDI_CACHE)/s3a >>$(HUDI_CACHE)/mvn.log 2>&1; then \
+	  { echo "# make interop: Hadoop's S3A connector for Java Hudi and its AWS SDK (delete this file to resolve again)"; \
+	    echo "TABLESVC_HUDI_S3A_JARS=$$(ls $(HUDI_CACHE)/s3a/*.jar | paste -sd, -)"; } >$@.tmp && mv $@.tmp $@; \
+	  echo "interop: S3A jars for Hadoop $$hadoop: $$(cd $(HUDI_CACHE)/s3a && ls *.jar | paste -sd' ' -)"; \
+	else echo "interop: org.apache.hadoop:hadoop-aws:$$hadoop with its AWS SDK did not resolve (see $(HUDI_CACHE)/mvn.log): the S3 scenarios will fail"; fi
+
 # Tests run with the project's .venv; the Java side runs in its own processes with $(HUDI_VENV)'s python.
-interop: $(STAMP) $(HUDI_VENV_STAMP)
-	@set -a; . ./$(HUDI_ENV); set +a; \
+interop: $(STAMP) $(HUDI_VENV_STAMP) $(HUDI_S3A_ENV)
+	@set -a; . ./$(HUDI_ENV); if [ -f $(HUDI_S3A_ENV) ]; then . ./$(HUDI_S3A_ENV); fi; set +a; \
 	TABLESVC_HUDI_PYTHON=$(CURDIR)/$(HUDI_VENV)/bin/python $(PY) -m pytest -m interop_java tests/interop_java $(PYTEST_ARGS)
 
 interop-clean:

@@ -7,7 +7,10 @@ Two halves in one file, so that both ends of the protocol are read in one place:
   requests, one JSON object a line on stdin, with one JSON line each on its stdout.  Everything
   else the process prints (the JVM, Spark, Hudi's warnings) is moved to stderr first, so stdout
   carries nothing but answers.  A scenario keeps one driver for all its Java steps: Spark starts
-  in ~5-10 s, a step takes ~1-5 s.
+  in ~5-10 s, a step takes ~1-5 s.  A driver started with S3A settings (``JavaHudi(..., s3a=...)``)
+  gets Hadoop's S3A connector and its AWS SDK on its class path (``--class-path``) and the settings
+  as ``spark.hadoop.fs.s3a.*`` (through ``TABLESVC_HUDI_HADOOP_CONF``), so its paths may be
+  ``s3a://`` URLs.
 * **the client** (``JavaHudi``, in the tests' process and the project's ``.venv``): starts the
   driver with an environment of its own (the Hudi venv's python for Spark's workers; none of the
   tests' PySpark settings leaks in either way), sends steps and turns failed ones into
@@ -115,6 +118,8 @@ class JavaHudiSetup:
     python: Path
     bundle: HudiBundle                  # the newest bundle that resolved: tables v8 and v9 (and v6 without the next)
     v6_bundle: HudiBundle | None        # Hudi 0.x on the same Spark: table version 6 as 0.x writes it
+    # Hadoop's S3A connector for the venv's Hadoop and its AWS SDK (TABLESVC_HUDI_S3A_JARS): Java on s3a://
+    s3a_jars: tuple[Path, ...] = ()
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "JavaHudiSetup":
@@ -137,7 +142,9 @@ class JavaHudiSetup:
         if v6_jar is not None and not v6_jar.exists():
             raise JavaHudiUnavailable(f"Java Hudi is not set up: missing {v6_jar}. Run `make interop`")
         v6 = HudiBundle(v6_jar, v6_version) if v6_jar is not None and v6_version else None
-        return cls(python, HudiBundle(jar, version), v6)
+        s3a_jars = tuple(Path(os.path.abspath(REPO / j.strip()))
+                         for j in environ.get("TABLESVC_HUDI_S3A_JARS", "").split(",") if j.strip())
+        return cls(python, HudiBundle(jar, version), v6, s3a_jars)
 
     def bundle_for(self, table_version: int) -> HudiBundle:
         return self.v6_bundle if table_version == 6 and self.v6_bundle is not None else self.bundle
@@ -178,9 +185,10 @@ class JavaTable:
     default_metadata: bool = False
 
     @classmethod
-    def existing(cls, path: str | Path, bundle: HudiBundle) -> "JavaTable":
-        """A table another writer made, written with the settings its ``hoodie.properties`` records."""
-        props = read_properties(path)
+    def existing(cls, path: str | Path, bundle: HudiBundle, properties: dict[str, str] | None = None) -> "JavaTable":
+        """A table another writer made, written with the settings its ``hoodie.properties`` records
+        (``properties``: that file's keys, for a table not on local files)."""
+        props = properties if properties is not None else read_properties(path)
         ordering = props.get("hoodie.table.ordering.fields") or props.get("hoodie.table.precombine.field", "")
         index = tuple((k, props[k]) for k in ("hoodie.index.type", "hoodie.bucket.index.num.buckets",
                                                "hoodie.bucket.index.hash.field") if props.get(k))
@@ -237,25 +245,36 @@ class JavaTable:
         return self._common()
 
 
-def _driver_env(python: Path) -> dict[str, str]:
+# The driver's Hadoop settings (``fs.s3a.*``; JSON) come in this variable rather than on its command
+# line, which every process on the machine can read: they hold the endpoint's credentials.
+HADOOP_CONF_ENV = "TABLESVC_HUDI_HADOOP_CONF"
+
+
+def _driver_env(python: Path, hadoop_conf: dict[str, str] | None = None) -> dict[str, str]:
     """The tests' environment less anything that points PySpark elsewhere, with the Hudi venv's
     python for Spark's Python workers."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS", "SPARK_HOME",
-                        "PYTHONPATH", "VIRTUAL_ENV", "SPARK_CONF_DIR")}
+                        "PYTHONPATH", "VIRTUAL_ENV", "SPARK_CONF_DIR", HADOOP_CONF_ENV)}
     env["PYSPARK_PYTHON"] = str(python)
     env["PYTHONUNBUFFERED"] = "1"
+    if hadoop_conf:
+        env[HADOOP_CONF_ENV] = json.dumps(hadoop_conf)
     return env
 
 
 class JavaHudi:
     """One driver process: one JVM with one Hudi bundle.  Use as a context manager, or ``start``/``close``."""
 
-    def __init__(self, setup: JavaHudiSetup, bundle: HudiBundle, work_dir: Path, driver_memory: str = "1536m"):
+    def __init__(self, setup: JavaHudiSetup, bundle: HudiBundle, work_dir: Path, driver_memory: str = "1536m",
+                 s3a: dict[str, str] | None = None):
         self.setup = setup
         self.bundle = bundle
         self.work_dir = work_dir
         self.driver_memory = driver_memory    # the benchmarks give it what tablesvc's session has
+        # Hadoop S3A settings (``fs.s3a.endpoint``, credentials, ...): the session gets the S3A jars
+        # and these keys as ``spark.hadoop.*``, so the driver reads and writes ``s3a://`` tables
+        self.s3a = dict(s3a) if s3a is not None else None
         self.ready: dict = {}           # the driver's first answer (Spark's version, ...)
         self._proc: subprocess.Popen | None = None
         self._answers: queue.Queue = queue.Queue()
@@ -263,15 +282,26 @@ class JavaHudi:
 
     # -- the process ------------------------------------------------------------------------------
     def start(self) -> "JavaHudi":
+        s3a_jars: tuple[Path, ...] = ()
+        if self.s3a is not None:
+            if not self.setup.s3a_jars:
+                raise JavaHudiUnavailable(
+                    "Java Hudi on S3 is not set up: TABLESVC_HUDI_S3A_JARS is unset (`make interop` copies "
+                    "hadoop-aws and its AWS SDK into .cache/hudi/s3a and lists them in .cache/hudi/s3a.env)")
+            missing = [str(j) for j in self.setup.s3a_jars if not j.exists()]
+            if missing:
+                raise JavaHudiUnavailable(f"Java Hudi on S3 is not set up: missing {', '.join(missing)}. "
+                                          "Delete .cache/hudi/s3a.env and run `make interop`")
+            s3a_jars = self.setup.s3a_jars
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log = open(self._log_path, "wb")
         try:
             # a session of its own: a kill takes the driver's JVM with it (``kill``)
             self._proc = subprocess.Popen(
                 [str(self.setup.python), str(HERE), "--jar", str(self.bundle.jar), "--work-dir", str(self.work_dir),
-                 "--driver-memory", self.driver_memory],
+                 "--driver-memory", self.driver_memory, "--class-path", os.pathsep.join(str(j) for j in s3a_jars)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.work_dir,
-                env=_driver_env(self.setup.python), text=True, start_new_session=True)
+                env=_driver_env(self.setup.python, self.s3a), text=True, start_new_session=True)
         finally:
             log.close()
         threading.Thread(target=self._pump, name="java-hudi-answers", daemon=True).start()
@@ -406,12 +436,17 @@ class JavaHudi:
 
 # ==== the driver (its own process, the Hudi venv) ===================================================
 
-def _spark_session(jar: str, work_dir: str, driver_memory: str = "1536m"):
+def _spark_session(jar: str, work_dir: str, driver_memory: str = "1536m", hadoop_conf: dict | None = None,
+                   class_path: str = ""):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master("local[2]").appName("tablesvc-interop-java-hudi")
     for key, value in {
         "spark.jars": jar,
+        # more jars (S3A's) on the JVM's own class path: local[2] runs its tasks in this JVM, and so
+        # the 280 MB AWS SDK is neither copied into the work folder nor loaded through Spark's
+        # added-jar class loader
+        **({"spark.driver.extraClassPath": class_path} if class_path else {}),
         # what Hudi's Spark quick start asks for: Kryo with Hudi's registrar, its SQL extension and catalog
         "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
         "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
@@ -427,6 +462,8 @@ def _spark_session(jar: str, work_dir: str, driver_memory: str = "1536m"):
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # Hadoop's own keys (fs.s3a.*): the session's Hadoop configuration, which Hudi's storage reads
+        **{f"spark.hadoop.{k}": v for k, v in (hadoop_conf or {}).items()},
     }.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -581,6 +618,7 @@ class _Driver:
 def driver_main(argv: list[str] | None = None) -> int:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--jar", required=True)
+    args.add_argument("--class-path", default="", help="more jars for the JVM's class path (S3A's)")
     args.add_argument("--work-dir", required=True)
     args.add_argument("--driver-memory", default="1536m")
     opts = args.parse_args(argv)
@@ -593,9 +631,11 @@ def driver_main(argv: list[str] | None = None) -> int:
     def say(obj: dict) -> None:
         answers.write(json.dumps(obj, default=str) + "\n")
 
+    hadoop_conf = json.loads(os.environ.pop(HADOOP_CONF_ENV, "") or "{}")
     t0 = time.perf_counter()
     try:
-        spark = _spark_session(os.path.abspath(opts.jar), os.path.abspath(opts.work_dir), opts.driver_memory)
+        spark = _spark_session(os.path.abspath(opts.jar), os.path.abspath(opts.work_dir), opts.driver_memory,
+                               hadoop_conf, opts.class_path)
         # a class of the bundle, called: fails here when the jar is not on the JVM's class path
         writes = spark.sparkContext._jvm.org.apache.hudi.common.table.HoodieTableVersion.current().versionCode()
     except Exception as exc:  # noqa: BLE001 - reported to the client, which fails the test with it

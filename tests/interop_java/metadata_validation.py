@@ -86,7 +86,8 @@ class MetadataValidation:
 
 def validate_metadata_table(java, path) -> MetadataValidation:
     """Runs the checks in ``java`` (a started ``JavaHudi`` driver, Hudi 1.x) on the table at ``path``."""
-    got = java.step({"op": "validate_metadata", "path": os.path.abspath(str(path))})
+    where = str(path) if "://" in str(path) else os.path.abspath(str(path))   # an s3a:// table stays a URL
+    got = java.step({"op": "validate_metadata", "path": where})
     return MetadataValidation(
         path=str(path),
         differences=tuple(Difference(**d) for d in got["differences"]),

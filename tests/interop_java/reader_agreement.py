@@ -35,8 +35,8 @@ def first_difference(rows: list[tuple], model: list[tuple]) -> str | None:
     return None
 
 
-def tablesvc_rows(path: str, spark, as_of: str | None = None) -> list[tuple]:
-    df = Table.open(path).read(as_of=as_of, columns=list(COLUMNS), spark=spark)
+def tablesvc_rows(path: str, spark, as_of: str | None = None, options: dict[str, str] | None = None) -> list[tuple]:
+    df = Table.open(path, options=options).read(as_of=as_of, columns=list(COLUMNS), spark=spark)
     return sorted(tuple(r) for r in df.collect())
 
 
@@ -48,12 +48,15 @@ class ThreeReaders:
     table: JavaTable
     spark: object
     checked: list[str] = field(default_factory=list)      # "step: n rows (secs)", for a failure's context
+    # a table on an object store: the endpoint and credentials in object_store's key names, which
+    # hudi-rs and tablesvc both take (Java has its own, given when its driver started)
+    storage_options: dict[str, str] | None = None
 
     def read_all(self, as_of: str | None = None) -> dict[str, list[tuple]]:
         return {
             "Java Hudi": self.java.read(self.table, as_of),
-            "hudi-rs": hudi_rs_sorted_rows(self.table.path, COLUMNS, as_of),
-            "tablesvc": tablesvc_rows(self.table.path, self.spark, as_of),
+            "hudi-rs": hudi_rs_sorted_rows(self.table.path, COLUMNS, as_of, self.storage_options),
+            "tablesvc": tablesvc_rows(self.table.path, self.spark, as_of, self.storage_options),
         }
 
     def check(self, step: str, model: list[tuple], as_of: str | None = None) -> None:
