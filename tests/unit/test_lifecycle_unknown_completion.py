@@ -101,3 +101,36 @@ def test_a_completion_known_not_to_have_written_is_still_aborted(tmp_path, monke
     ts, data_file = _run(table, monkeypatch, OSError("injected: disk full"), lands=False)
     assert table.timeline().get(ts) is None
     assert not table.storage.exists(data_file)
+
+
+@pytest.mark.parametrize("lands", [True, False], ids=["landed", "not-landed"])
+def test_an_unknown_completion_with_a_metadata_table_is_recovered_by_rollback(tmp_path, monkeypatch, lands):
+    """With a metadata table (its delta commit is written before the data table's completed file):
+    once the heartbeat expired, ``rollback_failed`` leaves a table that keeps every invariant (both
+    readers, the metadata table's files listing against storage) either way."""
+    from invariants import check_invariants
+    from table_builders import six_digit_key_rows, write_without_spark
+    from tablesvc.api import TableSpec
+    from tablesvc.services.rollback import rollback_failed
+    from timeline.clock import ManualClock, SystemClock
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, TableSpec("t", ("uuid",), "ts", ("city",), table_version=8, num_buckets=2,
+                                         metadata_table=True))
+    write_without_spark(table, six_digit_key_rows(range(50), 1), "upsert", stage=1)
+    expected = {f"k{k:06d}": (1,) for k in range(50)}
+    assert not check_invariants(path, expected, columns=("ts",))
+    life = InstantLifecycle(table, WRITE_LIFECYCLE, heartbeat_interval_ms=60_000)
+    requested = life.request()
+    _fail_completion(monkeypatch, requested.timestamp, StorageError("create: timed out"), lands)
+    payload = encode_commit_metadata(CommitMetadata(partition_to_write_stats={}, extra_metadata={"schema": table.schema()},
+                                                    operation_type="UPSERT"), table.config.layout)
+    with pytest.raises(StorageError, match="may still show completed"):
+        with life.start(requested):
+            life.commit(payload)
+    monkeypatch.undo()
+    assert table.timeline().get(requested.timestamp).state is (State.COMPLETED if lands else State.INFLIGHT)
+    a_day_later = Table.open(path, clock=ManualClock(SystemClock().now_ms() + 86_400_000))
+    rollback_failed(a_day_later)
+    assert not check_invariants(path, expected, columns=("ts",))
+    assert (table.timeline().get(requested.timestamp) is not None) is lands   # rolled back only if pending
