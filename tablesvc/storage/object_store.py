@@ -41,7 +41,9 @@ from timeline.storage import FileInfo
 # URL schemes -> the obstore store family
 SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
 
-WRITER_ATTRIBUTE = "tablesvc-writer"  # user metadata (x-amz-meta-tablesvc-writer) naming the creating write
+# user metadata naming the creating write (x-amz-meta-tablesvcwriter on S3): letters only, since Azure takes
+# metadata names that are identifiers (no "-") and some S3 front ends drop header names with "_"
+WRITER_ATTRIBUTE = "tablesvcwriter"
 
 # Hadoop S3A key (with or without ``spark.hadoop.``) -> object_store's S3 key
 _S3A_KEYS = {
