@@ -151,7 +151,7 @@ def test_executors_are_checked_before_the_table_changes(tmp_path, spark, monkeyp
     table, model = written_table(tmp_path, spark, writes=2)
     before = [i.file_name() for i in table.timeline().instants]
 
-    def refuse(session):
+    def refuse(session, **_options):
         raise SparkEnvironmentError("the Spark executors' Python /x cannot run tablesvc's tasks: fastavro (missing)")
 
     import tablesvc.spark.session as session_module
