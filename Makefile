@@ -7,6 +7,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-installed-stamp
 PYTEST_ARGS ?=
+# make test runs the suite in this many pytest-xdist workers, each test file whole in one worker
+# (its module fixtures and its order kept); 0 runs it in one process
+TEST_WORKERS ?= 2
 
 .PHONY: test demo bench bench-io soak slow check-java clean
 
@@ -21,10 +24,21 @@ check-java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "tablesvc needs Java 17 or newer on PATH (found: $${v:-none})"; exit 1; fi
 
+# Azurite (Azure's blob emulator, pinned) for the az:// tests (tests/azure_server.py), installed once with
+# npm into .cache/azurite.  Without npm, one line and the Azure tests skip; a failed install fails them.
+AZURITE_VERSION := 3.35.0
+AZURITE_STAMP   := .cache/azurite/.installed-$(AZURITE_VERSION)
+
+$(AZURITE_STAMP):
+	@if ! command -v npm >/dev/null; then echo "make test: npm not found: Azurite is not installed, the Azure (az://) tests skip"; \
+	elif mkdir -p .cache/azurite && npm install --prefix .cache/azurite --no-audit --no-fund --loglevel=error \
+	       azurite@$(AZURITE_VERSION) >.cache/azurite/npm.log 2>&1; then touch $@; \
+	else echo "make test: npm install azurite@$(AZURITE_VERSION) failed (.cache/azurite/npm.log): the Azure (az://) tests will fail"; fi
+
 # ruff first (ruff.toml: a small rule set), then the tests
-test: $(STAMP)
+test: $(STAMP) $(AZURITE_STAMP)
 	$(PY) -m ruff check tablesvc timeline tests
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(PY) -m tablesvc.demo

@@ -16,7 +16,10 @@ setup(
     # case's MERGE.  Not needed by `make test`.
     # test: ruff is the linter `make test` runs first (ruff.toml), pinned so its rules stay put;
     # moto[server] is the S3 endpoint the object-store tests start on loopback (tests/s3_server.py):
-    # 5.2.2 or later, whose If-None-Match/If-Match answer 412 (5.2.0-5.2.1 answer 500).
-    extras_require={"test": ["pytest>=7", "hudi==0.5.0", "ruff==0.17.6", "moto[server]==5.2.5"], "bench": ["deltalake==1.6.6"]},
+    # 5.2.2 or later, whose If-None-Match/If-Match answer 412 (5.2.0-5.2.1 answer 500);
+    # pytest-xdist runs `make test` in two processes (the Makefile's TEST_WORKERS).
+    extras_require={"test": ["pytest>=7", "hudi==0.5.0", "ruff==0.17.6", "moto[server]==5.2.5",
+                             "pytest-xdist==3.8.0"],
+                    "bench": ["deltalake==1.6.6"]},
     entry_points={"console_scripts": ["tablesvc=tablesvc.cli.main:entry_point"]},
 )

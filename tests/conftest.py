@@ -26,10 +26,13 @@ def fixture_root(tmp_path_factory) -> "FixtureRoot":
 
 def pytest_collection_modifyitems(items) -> None:
     """Every test that uses the S3 endpoint is an object-store case (``pytest -m s3`` runs them
-    alone), whether or not its file marks it."""
+    alone), and every one that uses Azurite an Azure case (``pytest -m azure``), whether or not its
+    file marks it."""
     for item in items:
         if "s3_endpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.s3)
+        if "azure_endpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.azure)
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +42,26 @@ def s3_endpoint():
     from s3_server import S3Server
 
     server = S3Server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def azure_endpoint():
+    """Azurite's blob service on a loopback port, in a process of its own, with one container
+    (tests/azure_server.py), for the whole run.  ``make test`` installs ``azurite-blob`` with npm.
+    On a machine without npm its tests skip; where npm is there, a missing install or a failed start
+    fails them (a skip would hide a broken set-up)."""
+    import shutil
+
+    from azure_server import AzureServer, azurite_blob
+
+    if azurite_blob() is None:
+        missing = "azurite-blob not found (.cache/azurite, PATH)"
+        if shutil.which("npm") is None:
+            pytest.skip(f"{missing}, and no npm to install it with")
+        pytest.fail(f"{missing}, though npm is here: `make test` installs it (see .cache/azurite/npm.log)")
+    server = AzureServer.start()
     yield server
     server.stop()
 

@@ -1,4 +1,5 @@
-"""Where a test's table lives: a local folder, or a fresh prefix of the moto S3 bucket.
+"""Where a test's table lives: a local folder, or a fresh prefix of the moto S3 bucket (or of the
+Azurite container, ``location("azure", ...)``; not in ``LOCATIONS``).
 
 The model-based, crash and takeover tests run the same steps on both.  A ``TableLocation`` gives
 the table URL, the storage options (object_store's key names, ``None`` for local files) for this
@@ -57,13 +58,21 @@ def s3_location(server, name: str = "tables") -> TableLocation:
     return TableLocation(server.url(name, uuid.uuid4().hex[:12]), server.options(), server.env())
 
 
+def azure_location(server, name: str = "tables") -> TableLocation:
+    """A fresh prefix of ``server``'s container (``tests/azure_server.AzureServer``), as ``az://``."""
+    return TableLocation(server.url(name, uuid.uuid4().hex[:12]), server.options(), server.env())
+
+
 def location(kind: str, tmp_path: Path, request) -> TableLocation:
-    """``kind`` (a ``LOCATIONS`` value): ``tmp_path``, or a prefix on the session's S3 endpoint."""
+    """``kind`` (a ``LOCATIONS`` value, or ``azure``): ``tmp_path``, or a prefix on the session's S3
+    or Azurite endpoint."""
     if kind == "local":
         return local_location(tmp_path)
     if kind == "s3":
         return s3_location(request.getfixturevalue("s3_endpoint"), tmp_path.name)
-    raise ValueError(f"unknown table location {kind!r}; expected local or s3")
+    if kind == "azure":
+        return azure_location(request.getfixturevalue("azure_endpoint"), tmp_path.name)
+    raise ValueError(f"unknown table location {kind!r}; expected local, s3 or azure")
 
 
 def copy_tree(storage, source: str, dest: str, dest_storage=None) -> int:

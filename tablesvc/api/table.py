@@ -87,16 +87,20 @@ class Table:
 
     def lock(self, **kwargs) -> TableLock | StorageLock:
         """The table lock; ``kwargs`` (``wait_ms``, ...) override.  On local files, Java Hudi's
-        file-system lock (``timeline/lock.py``); on S3 (``s3://``, ``s3a://``), Hudi's storage-based lock
-        (RFC-91, ``timeline/storage_lock.py``), which a Java writer with ``StorageBasedLockProvider``
-        honours too.  Other object stores (GCS, Azure) are refused: their conditional updates are
-        untested here, and every change takes this lock first, so nothing changes a table there."""
+        file-system lock (``timeline/lock.py``); on S3 (``s3://``, ``s3a://``) and Azure (``az://``,
+        ``abfs[s]://``), Hudi's storage-based lock (RFC-91, ``timeline/storage_lock.py``), whose
+        compare-and-swap is the ETag (``If-Match``) on both: the object and protocol a Java writer
+        with ``StorageBasedLockProvider`` honours (no Java writer on Azure is tested).  GCS is
+        refused: no emulator here takes its conditional writes, so they are untested, and every
+        change takes this lock first, so nothing changes a table there."""
         if "://" in self.base_path:          # normalize_path keeps only object-store URLs as URLs
+            from tablesvc.storage.object_store import SCHEMES
+
             scheme = self.base_path.split("://", 1)[0].lower()
-            if scheme not in ("s3", "s3a"):
+            if SCHEMES.get(scheme) not in ("s3", "azure"):
                 raise InvalidInputError(f"{self.base_path}: changing a table on {scheme}:// needs the storage-based "
-                                        "table lock, which tablesvc has tested on S3 only (reads only; "
-                                        "docs/storage.md)")
+                                        "table lock, which tablesvc does not take on GCS: its conditional "
+                                        "writes are untested (reads only; docs/storage.md)")
             s = self.lock_settings
             try:
                 check_timings(s.storage_validity_s, s.storage_renew_s)

@@ -9,7 +9,7 @@ __all__ = ["FileInfo", "LocalStorage", "Storage", "discard_partial_copies", "joi
 
 def storage_for(path: str, options=None) -> Storage:
     """The storage that serves ``path``: local paths and ``file://`` on the local file system;
-    ``s3://``/``s3a://`` (and ``gs://``, ``az://``, ``abfs[s]://``, untested) on an object store
+    ``s3://``/``s3a://``, ``az://``/``abfs[s]://`` (and ``gs://``, untested) on an object store
     (``tablesvc.storage.object_store``), configured by ``options`` (obstore's or Hadoop S3A's key
     names) and the environment."""
     if "://" in path and not path.startswith("file://"):

@@ -166,6 +166,11 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_ALLOW_HTTP_ENV = {"s3": "AWS_ALLOW_HTTP", "azure": "AZURE_ALLOW_HTTP", "gcs": "GOOGLE_ALLOW_HTTP"}
+# object_store takes an Azure account under either name, but refuses both at once
+_AZURE_ACCOUNT_KEYS = ("account_name", "azure_storage_account_name")
+
+
 def _build_store(spec: ObjectStoreSpec):
     from obstore.store import AzureStore, GCSStore, S3Store
 
@@ -183,8 +188,13 @@ def _build_store(spec: ObjectStoreSpec):
             retry["max_retries"] = int(config.pop(key))
         elif key.startswith("tablesvc."):
             config.pop(key)
-    if (spec.family == "s3" and "allow_http" not in client_options
-            and os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true"):
+    # Client options given to obstore replace those it would take from the environment, so a lock
+    # client with a call bound (``with_call_bound``) would lose an http endpoint allowed by the
+    # environment alone (emulators: moto, Azurite).  Only then: a client given no options keeps all
+    # of the environment's (proxy, timeouts), which passing allow_http alone would drop.
+    allow_http_env = _ALLOW_HTTP_ENV.get(spec.family)
+    if (allow_http_env and (client_options or spec.family == "s3") and "allow_http" not in client_options
+            and os.environ.get(allow_http_env, "").lower() == "true"):
         client_options["allow_http"] = True
     kwargs = {"client_options": client_options or None, "retry_config": retry or None}
     if spec.family == "s3":
@@ -192,6 +202,23 @@ def _build_store(spec: ObjectStoreSpec):
     if spec.family == "gcs":
         return GCSStore(spec.bucket, config=config or None, **kwargs)
     return AzureStore(spec.bucket, config=config or None, **kwargs)
+
+
+# The token a compare-and-swap is made against.  S3 and Azure compare the ETag (``If-Match``); GCS
+# compares the object's generation (``x-goog-if-generation-match``), which obstore calls ``version``
+# and without which its GCS client refuses a conditional update before sending anything.
+_VERSION_FIELD = {scheme: ("version" if family == "gcs" else "e_tag") for scheme, family in SCHEMES.items()}
+
+
+def _version_token(scheme: str, meta: Mapping[str, object]) -> str | None:
+    """The version token of an object's metadata (a GET's ``meta`` or a PUT's result)."""
+    value = meta.get(_VERSION_FIELD[scheme])
+    return str(value) if value else None
+
+
+def update_mode(scheme: str, version: str) -> dict[str, str]:
+    """obstore's ``UpdateVersion`` for a conditional update of an object at ``version``."""
+    return {_VERSION_FIELD[scheme]: version}
 
 
 def _client(spec: ObjectStoreSpec, where: str):
@@ -365,7 +392,7 @@ class ObjectStorage:
         target = parse_url(url)
         family = SCHEMES[target.scheme]
         options = self._options
-        if target.account and "account_name" not in dict(options):
+        if target.account and not any(k in dict(options) for k in _AZURE_ACCOUNT_KEYS):
             options = tuple(sorted(options + (("account_name", target.account),)))
         spec = ObjectStoreSpec(family, target.bucket, options)
         return _client(spec, f"{op} {url}"), target
@@ -479,11 +506,12 @@ class ObjectStorage:
         try:
             result = obstore.get(store, target.key)
             body = bytes(result.bytes())
-            version = result.meta.get("e_tag")
+            version = _version_token(target.scheme, result.meta)
         except Exception as e:
             raise _mapped(e, "read", path) from None
         if not version:
-            raise StorageError(f"read {path}: the object store returned no ETag, which conditional updates need")
+            raise StorageError(f"read {path}: the object store returned no {_VERSION_FIELD[target.scheme]}, "
+                               "which conditional updates need")
         return body, version
 
     def write_if(self, path: str, data: bytes, expected_version: str | None) -> str:
@@ -496,24 +524,37 @@ class ObjectStorage:
 
         store, target = self._locate(path, "conditional write")
         token = uuid.uuid4().hex
-        mode = "create" if expected_version is None else {"e_tag": expected_version}
+        mode = "create" if expected_version is None else update_mode(target.scheme, expected_version)
         try:
             result = obstore.put(store, target.key, bytes(data), mode=mode, use_multipart=False,
                                  attributes={WRITER_ATTRIBUTE: token})
-            return result["e_tag"]
+            return self._required_version(target.scheme, result, path)
+        except StorageError:
+            raise
         except (ox.AlreadyExistsError, ox.PreconditionError, FileNotFoundError, ox.NotFoundError):
             pass
         except Exception as e:
             raise _mapped(e, "conditional write", path) from None
         try:
             current = obstore.get(store, target.key)
-            if current.attributes.get(WRITER_ATTRIBUTE) == token:
-                return current.meta["e_tag"]
+            recognised = current.attributes.get(WRITER_ATTRIBUTE) == token
         except Exception:
-            pass
+            recognised = False
+        if recognised:
+            return self._required_version(target.scheme, current.meta, path)
         expected = "absent" if expected_version is None else f"at version {expected_version}"
         raise VersionConflictError(f"conditional write {path}: lost, the object is no longer {expected} "
                                    "(someone else wrote it first)")
+
+    @staticmethod
+    def _required_version(scheme: str, meta: Mapping[str, object], path: str) -> str:
+        """The new version token of a conditional write; without one, the next update of the lock
+        would go out as a create and fail as a lost race, so its absence is an error of its own."""
+        version = _version_token(scheme, meta)
+        if not version:
+            raise StorageError(f"conditional write {path}: the object store returned no "
+                               f"{_VERSION_FIELD[scheme]}, which the next conditional update needs")
+        return version
 
     def discard_partial(self, folder: str, names: Iterable[str]) -> list[str]:
         """Nothing: every object is written by a single PUT, which leaves nothing when it fails."""

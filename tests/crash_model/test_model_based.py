@@ -30,7 +30,7 @@ import pytest
 from invariants import InstantHistory, check_invariants
 from tablesvc.storage.local import temporary_copy_of, temporary_name_for
 from model_state_machine import ModelRun, run_model
-from table_locations import LOCATIONS, TableLocation, copy_tree, location, s3_location
+from table_locations import LOCATIONS, TableLocation, azure_location, copy_tree, location, s3_location
 
 # A dead "process"'s heartbeat thread that beats before its run ends meets SystemExit, on purpose
 # (model_state_machine.CrashingStorage), and pytest reports every such thread exit; the run stops
@@ -48,6 +48,8 @@ CI_STEPS = int(os.environ.get("TABLESVC_MODEL_STEPS", "150"))
 # differ on S3); these two crash and recover within 12 steps on S3, one with a metadata table
 S3_RUNS = [(4, 8, True), (9, 8, False)]
 S3_STEPS = 12
+# and one on Azure (Azurite), with a metadata table, which crashes and recovers within those steps there
+AZURE_RUNS = [(4, 8, True)]
 DAY_MS = 86_400_000
 
 
@@ -67,6 +69,18 @@ def test_model_based_on_s3(s3_endpoint, tmp_path, seed, version, metadata):
     """The table in S3: every step's invariants read it there (tablesvc, and hudi-rs through its
     own object_store client at the endpoint); a torn create leaves nothing (one single-part PUT)."""
     where = s3_location(s3_endpoint, f"model-{tmp_path.name}")
+    stats = run_model(seed, S3_STEPS, version, where.root, metadata=metadata, storage_options=where.options)
+    assert stats.steps == S3_STEPS
+    assert stats.crashes and stats.recoveries >= stats.crashes
+    assert stats.kinds.get("write", 0) >= 4
+
+
+@pytest.mark.parametrize("seed,version,metadata", AZURE_RUNS,
+                         ids=[f"seed{s}-v{v}{'-mdt' if m else ''}" for s, v, m in AZURE_RUNS])
+def test_model_based_on_azure(azure_endpoint, tmp_path, seed, version, metadata):
+    """The same state machine on a table in Azurite's container (``az://``): the storage-based lock,
+    conditional creates and every invariant read there, by hudi-rs too."""
+    where = azure_location(azure_endpoint, f"model-{tmp_path.name}")
     stats = run_model(seed, S3_STEPS, version, where.root, metadata=metadata, storage_options=where.options)
     assert stats.steps == S3_STEPS
     assert stats.crashes and stats.recoveries >= stats.crashes

@@ -17,13 +17,10 @@ the same moment, ``RACE_AT``), or a bare ``ObjectStorage.write_new``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 import uuid
 
 import pytest
+from process_race import RACE_CREATE, one_line, race
 from s3_server import copy_table_to_s3
 
 from tablesvc.storage import storage_for
@@ -32,39 +29,6 @@ pytestmark = pytest.mark.s3
 
 FIXTURE = "v8_trips_8i3u1d"
 RACERS = 6
-# imports done, then every racer waits for the same moment and runs the real command line
-RACE_CLI = ("import os, sys, time\n"
-            "from tablesvc.cli.main import main\n"
-            "time.sleep(max(0.0, float(os.environ['RACE_AT']) - time.time()))\n"
-            "sys.exit(main(sys.argv[1:]))\n")
-RACE_CREATE = ("import json, os, sys, time\n"
-               "from tablesvc.storage.object_store import ObjectStorage\n"
-               "storage = ObjectStorage(json.loads(sys.argv[2]))\n"
-               "time.sleep(max(0.0, float(os.environ['RACE_AT']) - time.time()))\n"
-               "try:\n"
-               "    storage.write_new(sys.argv[1], sys.argv[3].encode())\n"
-               "except FileExistsError:\n"
-               "    sys.exit(3)\n")
-
-
-def _environment(race_at: float) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOOGLE_", "AZURE_"))}
-    return env | {"RACE_AT": f"{race_at:.3f}"}
-
-
-def race(argvs: list[list[str]], code: str = RACE_CLI, lead_s: float = 3.5) -> list[tuple[int, str, str]]:
-    """Start one process per argv, all meeting at ``now + lead_s`` (time for their imports on a
-    busy 2-core machine); (exit code, stdout, stderr) of each, in argv order."""
-    env = _environment(time.time() + lead_s)
-    procs = [subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env=env, text=True) for argv in argvs]
-    out = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=120)
-        out.append((p.returncode, stdout, stderr))
-    return out
-
-
 def timeline_names(storage, root: str) -> list[str]:
     return sorted(storage.list_names(f"{root}/.hoodie/timeline"))
 
@@ -75,12 +39,6 @@ def rows(s3_endpoint, root: str) -> list[tuple]:
     table = read_table(root, storage_options=s3_endpoint.options())
     return sorted((r["_hoodie_record_key"], r["_hoodie_partition_path"], r["_hoodie_commit_time"])
                   for r in table.to_pylist())
-
-
-def one_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    return lines[0]
 
 
 def test_six_schedules_of_one_instant_time_write_one_plan_and_the_rest_exit_3_naming_it(s3_endpoint):

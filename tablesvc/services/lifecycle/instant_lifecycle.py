@@ -26,6 +26,7 @@ docs/compaction.md, docs/log-compaction.md, docs/rollback.md, ``clean/executor.p
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -157,12 +158,14 @@ class InstantLifecycle:
                 self._stop_heartbeat()
                 raise
         self._inflight = started.instant
+        failed = True
         try:
             yield started
+            failed = False
         except BaseException:
             if rules.on_failure is OnFailure.ABORT and not (self._committed or self._aborted
                                                             or self._completion_unknown):
-                self.abort()
+                self._abort_after_failure()
             elif not (self._committed or self._aborted or self._completion_unknown) and self._own_files \
                     and self._shares_time(started.instant.timestamp):
                 # v6: another writer's instant has this time; once it completes, every file named
@@ -174,9 +177,10 @@ class InstantLifecycle:
         finally:
             # an unknown completion keeps its heartbeat file: it expires like a killed writer's,
             # which gives a late completed file time to land before anyone rolls the instant back
-            self._stop_heartbeat(delete=not self._completion_unknown)
+            self._end_heartbeat(delete=not self._completion_unknown, failed=failed)
         if self._committed and rules.markers is Markers.AFTER_HEARTBEAT:
-            delete_markers(self.table.storage, self.table.base_path, self.inflight.timestamp)
+            self._after_commit(lambda: delete_markers(self.table.storage, self.table.base_path,
+                                                      self.inflight.timestamp))
 
     def _start_fresh(self, requested: Instant) -> StartedInstant:
         try:
@@ -329,9 +333,11 @@ class InstantLifecycle:
         self._committed = True
         if self.rules.markers is Markers.AT_COMMIT:
             if self._shares_time(inflight.timestamp):
-                self._delete_own_markers(inflight.timestamp)     # the folder is the other writer's too
+                # the folder is the other writer's too
+                self._after_commit(lambda: self._delete_own_markers(inflight.timestamp))
             else:
-                delete_markers(self.table.storage, self.table.base_path, self.inflight.timestamp)
+                self._after_commit(lambda: delete_markers(self.table.storage, self.table.base_path,
+                                                          self.inflight.timestamp))
         return done
 
     def abort(self) -> None:
@@ -414,6 +420,45 @@ class InstantLifecycle:
             raise ValueError(f"the {self.rules.label} lifecycle beats a heartbeat: give its interval")
         return Heartbeat(self.table.storage, self.table.base_path, timestamp, self.table.clock,
                          interval_ms=self._interval_ms).start()
+
+    def _after_commit(self, tidy: Callable[[], None]) -> None:
+        """Tidying once the instant completed (its markers): a storage failure there leaves files
+        that name a completed instant, which no reader needs and the leftovers sweep of a later
+        rollback removes, so it is a warning and the command succeeds (exit 1 would send the user
+        to redo what is on the table).  The files are left either way; on v6, where the time is
+        shared with a Java writer's pending instant, Java's marker-based rollback of that instant
+        would read them too, which is why the warning names the instant."""
+        try:
+            tidy()
+        except StorageError as e:
+            print(f"tablesvc: warning: {e} ({self.inflight.timestamp} completed; its markers are left "
+                  "behind for `tablesvc rollback` to sweep)", file=sys.stderr)
+
+    def _abort_after_failure(self) -> None:
+        """Undo a failed run at once.  If the undo itself fails (the store is still failing), the
+        instant stays pending as a killed writer's does, for ``tablesvc rollback`` once its heartbeat
+        expired; the error to report is still the run's own (the caller re-raises it), with one
+        warning line saying the undo is left over."""
+        try:
+            self.abort()
+        except StorageError as e:
+            print(f"tablesvc: warning: {self.inflight.timestamp} is left pending, its undo failed ({e}); "
+                  "`tablesvc rollback` undoes it once its heartbeat expired", file=sys.stderr)
+
+    def _end_heartbeat(self, delete: bool, failed: bool) -> None:
+        """Stop the run's heartbeat as it leaves.  A heartbeat file that cannot be deleted decides
+        nothing: after a failure it expires as a killed writer's does, and the run's own error is
+        the one to report; after a commit (or an abort of an empty run) it names an instant that is
+        no longer pending, which no reader needs and the leftovers sweep of a later rollback
+        removes, so the command still succeeds, with a warning (exit 1 there would send the user
+        to redo a write that is on the table)."""
+        try:
+            self._stop_heartbeat(delete=delete)
+        except StorageError as e:
+            if not failed:
+                ts = self.inflight.timestamp
+                print(f"tablesvc: warning: {e} ({ts} is no longer pending; the heartbeat file is left behind "
+                      "for `tablesvc rollback` to sweep)", file=sys.stderr)
 
     def _stop_heartbeat(self, delete: bool = True) -> None:
         if self._heartbeat is not None:
