@@ -245,6 +245,8 @@ def _travelling_storage(options: dict[str, str]) -> "ObjectStorage":
 
 
 _ENDPOINT_URL = re.compile(r"\s*https?://\S+")
+_DEBUG_MARK = "Debug source:"
+_OS_MESSAGE = re.compile(r'message: "([^"]+)"')
 _MAX_REASON = 300
 
 
@@ -252,8 +254,14 @@ def _first_line(e: BaseException) -> str:
     """obstore's message on one line, short: the endpoint URL it repeats is dropped (the caller names
     the object's own URL) and a long message keeps its head and its tail, where the reason is
     (``503 Service Unavailable``, ``error sending request``)."""
-    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    # obstore appends the Rust error's debug dump ("Debug source: Generic { ... }"): dozens of lines of
+    # structure whose one useful part is the innermost OS message ("Connection refused")
+    summary, _, debug = str(e).partition(_DEBUG_MARK)
+    lines = [line.strip() for line in summary.strip().splitlines() if line.strip()]
     text = _ENDPOINT_URL.sub("", " ".join(lines)) if lines else type(e).__name__
+    causes = _OS_MESSAGE.findall(debug)
+    if causes and causes[-1] not in text:
+        text = f"{text} ({causes[-1]})"
     if len(text) > _MAX_REASON:
         text = text[:_MAX_REASON // 2] + " … " + text[-(_MAX_REASON // 2):]
     return text

@@ -428,3 +428,22 @@ def test_a_long_object_store_error_keeps_its_reason_on_one_line():
     assert "\n" not in text and "http://127.0.0.1" not in text
     assert text.startswith(f"create s3://bucket/{key}: RuntimeError: Generic S3 error")
     assert text.endswith("503 Service Unavailable")
+
+
+def test_an_unreachable_endpoint_is_one_short_line_with_the_os_reason():
+    """obstore's own error for a refused connection ends in dozens of lines of Rust debug structure;
+    the line keeps obstore's summary and the innermost OS message, nothing of the dump."""
+    import socket
+
+    with socket.socket() as s:              # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    storage = storage_for("s3://bucket/t", {"endpoint": f"http://127.0.0.1:{port}", "access_key_id": "a",
+                                            "secret_access_key": "b", "region": "us-east-1", "allow_http": "true",
+                                            "tablesvc.storage.max.retries": "0"})
+    with pytest.raises(StorageError) as err:
+        storage.read_bytes("s3://bucket/t/.hoodie/hoodie.properties")
+    text = str(err.value)
+    assert text.startswith("read s3://bucket/t/.hoodie/hoodie.properties: ") and "\n" not in text, text
+    assert "Debug source" not in text and "{" not in text and len(text) < 300, text
+    assert text.endswith("(Connection refused)"), text
